@@ -1,0 +1,133 @@
+"""The learned model (thesis 5.2.7): shapes, batch-norm modes, hidden-state scaling."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from absl.testing import parameterized
+
+from moozi.core.network import NetworkConfig, NetworkOutput, make_network
+from moozi.core.scalar import logits_to_scalar
+from moozi.errors import MooziError
+
+B, L, A = 3, 2, 4
+SMALL_RESNET = NetworkConfig(
+    kind="resnet", channels=8, representation_blocks=2, prediction_blocks=1, dynamics_blocks=1, head_hidden=16
+)
+SMALL_MLP = NetworkConfig(kind="mlp", mlp_hidden_sizes=(32,), mlp_hidden_state_size=16, head_hidden=16)
+CASES = (
+    ("resnet", SMALL_RESNET, (10, 10, 4), (10, 10, 8)),
+    ("mlp", SMALL_MLP, (1, 1, 6), (16,)),
+)
+
+
+def _build(config, obs_shape):
+    network = make_network(config, obs_shape=obs_shape, history_length=L, num_actions=A)
+    obs = jax.random.uniform(jax.random.PRNGKey(1), (B, *network.input_shape))
+    variables = network.init(jax.random.PRNGKey(0), obs)
+    return network, variables, obs
+
+
+def _trees_equal(a, b):
+    return all(jax.tree.leaves(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), a, b)))
+
+
+class NetworkTest(parameterized.TestCase):
+    @parameterized.named_parameters(*CASES)
+    def test_input_channels_follow_history_layout(self, config, obs_shape, hidden_shape):
+        network = make_network(config, obs_shape=obs_shape, history_length=L, num_actions=A)
+        assert network.input_shape == (*obs_shape[:2], L * (obs_shape[2] + A))
+        assert network.hidden_state_shape == hidden_shape
+
+    @chex.variants(with_jit=True, without_jit=True)
+    @parameterized.named_parameters(*CASES)
+    def test_output_shapes(self, config, obs_shape, hidden_shape):
+        network, variables, obs = _build(config, obs_shape)
+        root = self.variant(network.initial_inference)(variables, obs)
+        assert isinstance(root, NetworkOutput)
+        chex.assert_shape(root.hidden_state, (B, *hidden_shape))
+        chex.assert_shape([root.value, root.reward], (B,))
+        chex.assert_shape(root.policy_logits, (B, A))
+        chex.assert_shape([root.value_logits, root.reward_logits], (B, 11))
+        np.testing.assert_array_equal(root.reward, np.zeros(B))
+        # Values are decoded from the value logits, in environment scale.
+        np.testing.assert_allclose(root.value, logits_to_scalar(root.value_logits, config.support), rtol=1e-5, atol=1e-6)
+
+        step = self.variant(network.recurrent_inference)(variables, root.hidden_state, jnp.array([0, 1, 3]))
+        chex.assert_shape(step.hidden_state, (B, *hidden_shape))
+        chex.assert_shape([step.value, step.reward], (B,))
+        chex.assert_shape(step.policy_logits, (B, A))
+        chex.assert_shape([step.value_logits, step.reward_logits], (B, 11))
+        np.testing.assert_allclose(step.reward, logits_to_scalar(step.reward_logits, config.support), rtol=1e-5, atol=1e-6)
+        chex.assert_tree_all_finite(step)
+
+        projected = self.variant(network.project)(variables, step.hidden_state)
+        chex.assert_shape(projected, (B, int(np.prod(hidden_shape))))
+
+    @parameterized.named_parameters(*CASES)
+    def test_hidden_state_min_max_scaled_per_example(self, config, obs_shape, hidden_shape):
+        network, variables, obs = _build(config, obs_shape)
+        root = network.initial_inference(variables, obs)
+        step = network.recurrent_inference(variables, root.hidden_state, jnp.array([1, 2, 3]))
+        for hidden in (root.hidden_state, step.hidden_state):
+            flat = hidden.reshape(B, -1)
+            np.testing.assert_allclose(flat.min(axis=1), 0.0, atol=1e-6)
+            np.testing.assert_allclose(flat.max(axis=1), 1.0, atol=1e-6)
+
+    def test_hidden_state_scaling_can_be_off(self):
+        config = NetworkConfig(**{**SMALL_MLP.__dict__, "scale_hidden_state": False})
+        network, variables, obs = _build(config, (1, 1, 6))
+        hidden = network.initial_inference(variables, obs).hidden_state
+        # Unscaled, the last layer is a relu: non-negative but not normalised to a max of 1.
+        assert float(hidden.min()) >= 0.0
+        assert not np.allclose(hidden.max(axis=1), 1.0)
+
+    @parameterized.named_parameters(*CASES)
+    def test_acting_mode_leaves_batch_stats_and_training_mode_updates_them(self, config, obs_shape, hidden_shape):
+        network, variables, obs = _build(config, obs_shape)
+        before = jax.tree.map(jnp.copy, variables["batch_stats"])
+        root = network.initial_inference(variables, obs)
+        network.recurrent_inference(variables, root.hidden_state, jnp.array([0, 1, 2]))
+        assert _trees_equal(variables["batch_stats"], before)
+
+        _, stats = network.initial_inference_train(variables, obs)
+        assert jax.tree.structure(stats) == jax.tree.structure(before)
+        assert not _trees_equal(stats["representation"], before["representation"])
+        assert not _trees_equal(stats["prediction"], before["prediction"])
+        assert _trees_equal(stats["dynamics"], before["dynamics"])  # g was not called
+
+        _, stats = network.recurrent_inference_train(variables, root.hidden_state, jnp.array([0, 1, 2]))
+        assert not _trees_equal(stats["dynamics"], before["dynamics"])
+        assert _trees_equal(stats["representation"], before["representation"])
+
+    def test_running_mean_moves_with_configured_momentum(self):
+        network, variables, obs = _build(SMALL_MLP, (1, 1, 6))
+        _, stats = network.initial_inference_train(variables, obs)
+        # The first batch norm sees Dense(obs) with the initial (zero) running mean.
+        kernel = variables["params"]["representation"]["_DenseBnRelu_0"]["Dense_0"]["kernel"]
+        batch_mean = jnp.mean(obs.reshape(B, -1) @ kernel, axis=0)
+        got = stats["representation"]["_DenseBnRelu_0"]["BatchNorm_0"]["mean"]
+        np.testing.assert_allclose(got, (1 - SMALL_MLP.batch_norm_momentum) * batch_mean, rtol=1e-4, atol=1e-6)
+
+    def test_acting_mode_is_independent_of_batch_composition(self):
+        network, variables, obs = _build(SMALL_RESNET, (10, 10, 4))
+        full = network.initial_inference(variables, obs)
+        single = network.initial_inference(variables, obs[:1])
+        np.testing.assert_allclose(single.value, full.value[:1], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(single.policy_logits, full.policy_logits[:1], rtol=1e-5, atol=1e-5)
+
+    def test_thesis_default_sizes(self):
+        config = NetworkConfig()
+        assert (config.channels, config.representation_blocks, config.prediction_blocks) == (32, 6, 1)
+        assert (config.dynamics_blocks, config.head_hidden, config.support.size) == (2, 128, 11)
+        network = make_network(config, obs_shape=(10, 10, 4), history_length=L, num_actions=A)
+        params = jax.eval_shape(network.init, jax.random.PRNGKey(0), jnp.zeros((1, *network.input_shape)))["params"]
+        blocks = [k for k in params["representation"] if k.startswith("_ResidualBlock")]
+        assert len(blocks) == 6
+        assert len([k for k in params["dynamics"] if k.startswith("_ResidualBlock")]) == 2
+        assert len([k for k in params["prediction"] if k.startswith("_ResidualBlock")]) == 1
+
+    def test_unknown_kind_is_rejected(self):
+        with pytest.raises(MooziError):
+            NetworkConfig(kind="transformer")

@@ -1,0 +1,231 @@
+"""The OpenSpiel bridge against real OpenSpiel games."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyspiel
+import pytest
+
+import conformance
+from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, StepOutput
+from moozi.envs.openspiel import OpenSpielEnv, known_games, make
+from moozi.errors import IllegalActionError, MooziError, UnknownGameError, UnsupportedGameError
+
+GO9 = "go(board_size=9,komi=7.5)"
+
+
+@pytest.mark.parametrize(
+    "game, num_steps",
+    [("tic_tac_toe", 300), ("connect_four", 300), (GO9, 40), ("pig", 300), ("catch", 60), ("2048", 40)],
+)
+def test_conformance(game, num_steps):
+    conformance.check_host_env(functools.partial(make, game), seed=3, num_steps=num_steps)
+
+
+@pytest.mark.parametrize("game", ["hex(board_size=5)", "othello", "breakthrough(rows=6,columns=6)", "clobber"])
+def test_games_declared_binary_have_binary_observations(game):
+    env = make(game)
+    assert env.spec.binary_obs
+    conformance.check_host_env(functools.partial(make, game), num_steps=60)  # checks every value is 0 or 1
+
+
+def _library_obs(env: OpenSpielEnv, player: int) -> np.ndarray:
+    shape = env.game.observation_tensor_shape()
+    tensor = np.asarray(env.state.observation_tensor(player), np.float32).reshape(shape)
+    return tensor.transpose(1, 2, 0) if len(shape) == 3 else tensor.reshape(env.spec.obs_shape)
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four", GO9, "pig"])
+def test_mask_and_obs_match_the_library_from_the_player_to_move(game):
+    env = make(game, seed=1)
+    rng = np.random.default_rng(1)
+    out = env.reset()
+    for _ in range(60):
+        state = env.state
+        assert not state.is_chance_node()  # chance is resolved inside the bridge
+        if out.is_last:
+            np.testing.assert_array_equal(np.flatnonzero(out.legal_actions), [DUMMY_ACTION])
+        else:
+            assert out.to_play == state.current_player()
+            np.testing.assert_array_equal(np.flatnonzero(out.legal_actions), np.asarray(state.legal_actions()) + 1)
+        np.testing.assert_array_equal(out.obs, _library_obs(env, int(out.to_play)))
+        assert out.obs.flags.c_contiguous
+        out = env.step(int(rng.choice(np.flatnonzero(out.legal_actions))), out.is_last)
+
+
+def test_list_path_equals_observer_path():
+    fast, slow = make(GO9, seed=0), make(GO9, seed=0)
+    slow._observer = None  # the fallback for games without a default observer
+    a, b = fast.reset(), slow.reset()
+    for action in [41, 42, 31, 1, 82]:
+        np.testing.assert_array_equal(a.obs, b.obs)
+        a, b = fast.step(action, a.is_last), slow.step(action, b.is_last)
+    np.testing.assert_array_equal(a.obs, b.obs)
+
+
+def _play(env: OpenSpielEnv, library_actions: list[int]) -> list[StepOutput]:
+    outs = [env.reset()]
+    for action in library_actions:
+        outs.append(env.step(action + 1, outs[-1].is_last))
+    return outs
+
+
+def test_scripted_win_rewards_the_player_who_just_acted():
+    # x: cells 0, 1, 2 (top row); o: cells 3, 4. x wins with its third move.
+    outs = _play(make("tic_tac_toe"), [0, 3, 1, 4, 2])
+    assert [float(o.reward) for o in outs] == [0, 0, 0, 0, 0, 1]
+    assert [bool(o.is_last) for o in outs] == [False] * 5 + [True]
+    assert [int(o.to_play) for o in outs] == [0, 1, 0, 1, 0, 1]
+    final = outs[-1]
+    # At the terminal step to_play is the loser (the player who would move next); its view is -reward.
+    assert final.to_play == 1 and -final.reward == -1
+    np.testing.assert_array_equal(np.flatnonzero(final.legal_actions), [DUMMY_ACTION])
+
+
+def test_scripted_win_by_second_player():
+    outs = _play(make("tic_tac_toe"), [0, 3, 1, 4, 8, 5])  # o completes the middle row
+    assert [float(o.reward) for o in outs] == [0, 0, 0, 0, 0, 0, 1]
+    assert outs[-1].is_last and outs[-1].to_play == 0
+
+
+def test_draw_gives_zero_reward():
+    outs = _play(make("tic_tac_toe"), [0, 1, 2, 4, 3, 5, 7, 6, 8])
+    assert all(float(o.reward) == 0 for o in outs)
+    assert outs[-1].is_last and not any(o.is_last for o in outs[:-1])
+    assert outs[-1].to_play == 1  # x made the last move
+
+
+def test_rewards_per_step_sum_to_the_library_return():
+    # 2048 pays a reward on every merge (reward model REWARDS), interleaved with chance tiles.
+    env = make("2048", seed=5)
+    assert env.game.get_type().reward_model == pyspiel.GameType.RewardModel.REWARDS
+    rng = np.random.default_rng(5)
+    out, total = env.reset(), 0.0
+    for _ in range(200):
+        out = env.step(int(rng.choice(np.flatnonzero(out.legal_actions))), False)
+        total += float(out.reward)
+        assert out.to_play == SINGLE_AGENT
+        if out.is_last:
+            break
+    assert total > 0
+    assert total == pytest.approx(env.state.returns()[0])
+
+
+def test_chance_game_is_reproducible_from_the_seed_and_varies_across_seeds():
+    game = pyspiel.load_game("pig")
+    assert game.get_type().chance_mode == pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC
+
+    def rollout(seed):
+        env = make("pig", seed=seed)
+        out, obs = env.reset(), []
+        for _ in range(100):
+            out = env.step(1 if not out.is_last else 0, out.is_last)  # always "roll"
+            obs.append(out.obs)
+        return np.stack(obs)
+
+    np.testing.assert_array_equal(rollout(7), rollout(7))
+    assert not np.array_equal(rollout(7), rollout(8))
+
+
+def test_illegal_actions_name_the_action_and_the_legal_set():
+    env = make("tic_tac_toe")
+    out = env.reset()
+    out = env.step(5, out.is_last)  # x takes the centre (library action 4)
+    with pytest.raises(IllegalActionError) as info:
+        env.step(5, False)
+    assert str(info.value) == "action 5 is illegal in openspiel:tic_tac_toe; legal: [1, 2, 3, 4, 6, 7, 8, 9]"
+    with pytest.raises(IllegalActionError, match=r"^action 0 is illegal"):
+        env.step(DUMMY_ACTION, False)
+    with pytest.raises(IllegalActionError, match=r"^action 10 is illegal"):
+        env.step(10, False)
+    # The refused actions left the game untouched: o is still to move.
+    assert env.step(1, False).to_play == 0
+
+
+def test_stepping_past_the_end_without_is_last_is_refused():
+    env = make("tic_tac_toe")
+    outs = _play(env, [0, 3, 1, 4, 2])
+    with pytest.raises(IllegalActionError, match="pass is_last=True"):
+        env.step(DUMMY_ACTION, False)
+    out = env.step(7, outs[-1].is_last)  # any action with is_last=True resets
+    assert out.is_first and out.reward == 0 and out.to_play == 0
+
+
+@pytest.mark.parametrize(
+    "game, reason",
+    [
+        ("matrix_rps", "simultaneous-move"),
+        ("goofspiel", "simultaneous-move"),
+        ("kuhn_poker(players=3)", "3 players"),
+        ("bargaining", "general-sum"),
+        ("phantom_ttt_ir", "no observation tensor"),
+    ],
+)
+def test_unsupported_games_say_why(game, reason):
+    with pytest.raises(UnsupportedGameError, match=reason) as info:
+        make(game)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_games_and_bad_parameters_are_user_errors():
+    with pytest.raises(UnknownGameError, match="openspiel:tic_tac_toe"):
+        make("tic_tac_tow")
+    with pytest.raises(MooziError, match="board_sze"):
+        make("go(board_sze=9)")
+
+
+def test_spec_and_helpers():
+    env = make(GO9)
+    assert env.spec.name == "openspiel:go(board_size=9,komi=7.5)"
+    assert env.spec.obs_shape == (9, 9, 4) and env.spec.num_actions == 83 and env.spec.num_players == 2
+    assert env.spec.max_episode_steps == env.game.max_game_length()
+    assert make("leduc_poker").spec.obs_shape == (1, 1, 16)  # 1-D tensors are vectors
+    assert make("catch").spec.obs_shape == (10, 5, 1)  # 2-D tensors are one-channel grids
+    ttt = make("tic_tac_toe")
+    ttt.reset()
+    assert ttt.render() == str(ttt.state)
+    assert ttt.action_to_string(1) == ttt.state.action_to_string(0, 0)
+    assert ttt.action_to_string(DUMMY_ACTION) == "<dummy>"
+
+
+def test_known_games_lists_playable_games_only():
+    games = known_games()
+    assert {"tic_tac_toe", "connect_four", "go", "pig", "chess"} <= set(games)
+    assert not {"matrix_rps", "goofspiel", "morpion_solitaire"} & set(games)
+
+
+class _Float64Rewards:
+    """A broken bridge: rewards as Python floats. The conformance suite must notice."""
+
+    def __init__(self):
+        self._env = make("tic_tac_toe")
+        self.spec = self._env.spec
+
+    def reset(self, seed=None):
+        return self._env.reset(seed)._replace(reward=0.0)
+
+    def step(self, action, is_last):
+        return self._env.step(action, is_last)._replace(reward=0.0)
+
+    def close(self):
+        pass
+
+
+class _NoIllegalCheck(_Float64Rewards):
+    """A broken bridge: takes the dummy action silently."""
+
+    def reset(self, seed=None):
+        return self._env.reset(seed)
+
+    def step(self, action, is_last):
+        if action == DUMMY_ACTION and not is_last:
+            return self._env._last
+        return self._env.step(action, is_last)
+
+
+@pytest.mark.parametrize("broken", [_Float64Rewards, _NoIllegalCheck])
+def test_conformance_suite_catches_broken_bridges(broken):
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        conformance.check_host_env(broken, num_steps=20)

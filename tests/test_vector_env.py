@@ -1,0 +1,186 @@
+"""VectorEnv: batched outputs equal B single envs for every P, errors cross processes, nothing leaks."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import pathlib
+
+import numpy as np
+import pytest
+
+import conformance
+from moozi.envs import gym as gym_bridge
+from moozi.envs import minatar
+from moozi.envs.base import DUMMY_ACTION, StepOutput
+from moozi.envs.vector import VectorEnv
+from moozi.errors import IllegalActionError, MooziError, UnknownGameError
+
+BREAKOUT = functools.partial(minatar.make, "breakout")
+CARTPOLE = functools.partial(gym_bridge.make_gym, "CartPole-v1")
+
+
+def _copy(out: StepOutput) -> StepOutput:
+    return StepOutput(*(np.array(x) for x in out))
+
+
+def _random_actions(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
+    return np.array([rng.choice(np.flatnonzero(mask)) for mask in legal])
+
+
+def _run_batched(vec: VectorEnv, num_steps: int, seed: int) -> list[StepOutput]:
+    rng = np.random.default_rng(seed)
+    out = vec.reset()
+    outs = [_copy(out)]
+    for _ in range(num_steps):
+        out = vec.step(_random_actions(rng, out.legal_actions), out.is_last)
+        outs.append(_copy(out))
+    return outs
+
+
+def _run_singles(make_env, num_envs: int, base_seed: int, num_steps: int, seed: int) -> list[StepOutput]:
+    """The same play with B separate envs seeded base_seed + i, stacked by hand."""
+    envs = [make_env() for _ in range(num_envs)]
+    rng = np.random.default_rng(seed)
+    outs = [[env.reset(seed=base_seed + i) for i, env in enumerate(envs)]]
+    for _ in range(num_steps):
+        legal = np.stack([o.legal_actions for o in outs[-1]])
+        actions = _random_actions(rng, legal)
+        outs.append([env.step(a, o.is_last) for env, a, o in zip(envs, actions, outs[-1])])
+    return [StepOutput(*(np.stack(f) for f in zip(*step))) for step in outs]
+
+
+def _assert_same(a: list[StepOutput], b: list[StepOutput]) -> None:
+    assert len(a) == len(b)
+    for t, (x, y) in enumerate(zip(a, b)):
+        for field in StepOutput._fields:
+            xa, ya = np.asarray(getattr(x, field)), np.asarray(getattr(y, field))
+            assert xa.dtype == ya.dtype, (t, field, xa.dtype, ya.dtype)
+            np.testing.assert_array_equal(xa, ya, err_msg=f"step {t}, field {field}")
+
+
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_breakout_batch_equals_single_envs(num_processes):
+    """B = 5 over P processes (a 3 + 2 split for P = 2) gives exactly the B single envs' outputs."""
+    with VectorEnv(BREAKOUT, num_envs=5, num_processes=num_processes, seed=10) as vec:
+        assert vec.spec == minatar.make("breakout").spec
+        batched = _run_batched(vec, num_steps=120, seed=0)
+    expected = _run_singles(BREAKOUT, 5, base_seed=10, num_steps=120, seed=0)
+    _assert_same(batched, expected)
+    for out in batched:
+        conformance.check_step_output(out, vec.spec, batch=(5,))
+    # Random breakout episodes are short: the run crossed episode ends in every slot.
+    assert np.all(np.stack([o.is_last for o in batched]).any(axis=0))
+
+
+def test_cartpole_three_processes_equal_one():
+    with VectorEnv(CARTPOLE, num_envs=4, num_processes=1, seed=3) as one:
+        a = _run_batched(one, num_steps=60, seed=1)
+    with VectorEnv(CARTPOLE, num_envs=4, num_processes=3, seed=3) as three:
+        b = _run_batched(three, num_steps=60, seed=1)
+    _assert_same(a, b)
+    assert a[0].obs.shape == (4, 1, 1, 4) and a[0].obs.dtype == np.float32
+
+
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_errors_surface_with_type_and_message(num_processes):
+    with VectorEnv(CARTPOLE, num_envs=4, num_processes=num_processes, seed=0) as vec:
+        view = vec.reset()  # views of the batch buffers: they show the state after the failed step
+        before = _copy(view)
+        actions = np.array([1, 2, 1, DUMMY_ACTION])
+        with pytest.raises(IllegalActionError) as info:
+            vec.step(actions, np.zeros(4, bool))
+        assert str(info.value) == "action 0 is illegal in gym:CartPole-v1; legal: [1, 2]"
+        after = _copy(view)
+        # The failing slot keeps its output; the others stepped.
+        np.testing.assert_array_equal(after.obs[3], before.obs[3])
+        assert after.is_first.tolist() == [False, False, False, True]
+        # reset() brings the batch back in step.
+        out = vec.reset(seed=0)
+        np.testing.assert_array_equal(out.obs, before.obs)
+        out = vec.step(np.ones(4, int), out.is_last)
+        assert not out.is_first.any()
+
+
+def test_errors_while_making_envs_in_workers():
+    with pytest.raises(UnknownGameError, match="unknown MinAtar game 'nope'"):
+        VectorEnv(functools.partial(minatar.make, "nope"), num_envs=2, num_processes=2)
+
+
+def test_reset_semantics_per_slot():
+    with VectorEnv(BREAKOUT, num_envs=3, num_processes=1, seed=0) as vec:
+        first = _copy(vec.reset())
+        assert first.is_first.all() and not first.is_last.any()
+        # Forcing is_last in slot 1 resets that slot only (its action is ignored).
+        out = _copy(vec.step(np.array([1, DUMMY_ACTION, 2]), np.array([False, True, False])))
+        assert out.is_first.tolist() == [False, True, False]
+        # reset(seed) replays the first reset exactly; reset() later does not reseed.
+        _assert_same([_copy(vec.reset(seed=0))], [first])
+        seeds_again = [_copy(vec.reset()) for _ in range(6)]
+        assert any(not np.array_equal(o.obs, first.obs) for o in seeds_again)
+        # reset(seed=s) gives env i the seed s + i.
+        _assert_same([_copy(vec.reset(seed=7))], _run_singles(BREAKOUT, 3, base_seed=7, num_steps=0, seed=0))
+
+
+def test_outputs_are_read_only_views_overwritten_by_the_next_step():
+    with VectorEnv(CARTPOLE, num_envs=2, num_processes=1, seed=0) as vec:
+        out = vec.reset()
+        kept = out.obs.copy()
+        assert not out.obs.flags.writeable and not out.legal_actions.flags.writeable
+        nxt = vec.step(np.ones(2, int), out.is_last)
+        assert np.shares_memory(out.obs, nxt.obs)
+        assert not np.array_equal(out.obs, kept)  # documented: copy what you keep
+
+
+def test_argument_checks():
+    with pytest.raises(MooziError, match="num_processes must be between 1 and num_envs"):
+        VectorEnv(CARTPOLE, num_envs=2, num_processes=3)
+    with pytest.raises(TypeError, match="make_env must be picklable"):
+        VectorEnv(lambda: gym_bridge.make_gym("CartPole-v1"), num_envs=2, num_processes=2)
+    with VectorEnv(CARTPOLE, num_envs=2) as vec:
+        with pytest.raises(RuntimeError, match="reset"):
+            vec.step(np.ones(2, int), np.zeros(2, bool))
+        out = vec.reset()
+        with pytest.raises(ValueError, match=r"shape \(2,\)"):
+            vec.step(np.ones(3, int), out.is_last)
+        with pytest.raises(TypeError):
+            vec.step(np.ones(2, float), out.is_last)
+    with pytest.raises(RuntimeError, match="closed"):
+        vec.reset()
+
+
+def _shm_path(vec: VectorEnv) -> pathlib.Path:
+    return pathlib.Path("/dev/shm") / vec._workers.memory.name.lstrip("/")
+
+
+@pytest.mark.skipif(not pathlib.Path("/dev/shm").is_dir() or not pathlib.Path("/proc/self/maps").exists(), reason="Linux")
+def test_workers_skip_jax_and_close_cleans_up():
+    vec = VectorEnv(CARTPOLE, num_envs=2, num_processes=2, seed=0)
+    processes = list(vec._workers.processes)
+    shm = _shm_path(vec)
+    assert shm.exists() and all(p.is_alive() for p in processes)
+    for p in processes:
+        maps = pathlib.Path(f"/proc/{p.pid}/maps").read_text()
+        assert "jaxlib" not in maps and "xla_extension" not in maps, "a worker loaded JAX"
+    out = vec.reset()
+    vec.step(np.ones(2, int), out.is_last)
+    vec.close()
+    assert vec.closed
+    assert [p.exitcode for p in processes] == [0, 0]  # closed cleanly, not terminated
+    assert not shm.exists()
+    vec.close()  # idempotent
+
+
+@pytest.mark.skipif(not pathlib.Path("/dev/shm").is_dir(), reason="POSIX shared memory")
+def test_garbage_collection_cleans_up_even_with_views_alive():
+    vec = VectorEnv(CARTPOLE, num_envs=2, num_processes=2, seed=0)
+    out = vec.reset()  # a view into the shared block, still alive after the env is gone
+    processes = list(vec._workers.processes)
+    shm = _shm_path(vec)
+    del vec
+    gc.collect()
+    for p in processes:
+        p.join(timeout=10)
+    assert [p.exitcode for p in processes] == [0, 0]
+    assert not shm.exists()
+    assert out.obs.shape == (2, 1, 1, 4) and np.isfinite(out.obs).all()  # the view stays readable
