@@ -192,7 +192,7 @@ def _summary(run_dir: pathlib.Path, records: list[dict[str, Any]], grouped: dict
     for group in _GROUPS:
         if group.name in grouped:
             lines += [f"### {group.title}", "", f"![{group.title}]({group.name}.png)", ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _config_lines(path: pathlib.Path) -> list[str]:

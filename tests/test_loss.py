@@ -22,28 +22,34 @@ TINY_RESNET = NetworkConfig(
 )
 
 
-def make_batch(rng, *, batch_size, num_unroll, obs_shape=OBS_SHAPE, history_length=L, num_actions=A, with_bootstrap_obs=False):
-    """A TrainingTarget of random data with the contract's shapes and value ranges."""
+def make_batch(
+    seed, *, batch_size, num_unroll, obs_shape=OBS_SHAPE, history_length=L, num_actions=A, with_bootstrap_obs=False
+):
+    """A TrainingTarget of random data with the contract's shapes and value ranges.
+
+    Built with numpy from an integer seed: no XLA program to compile.
+    """
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
-    keys = jax.random.split(rng, 10)
+    gen = np.random.default_rng(seed)
     B, K = batch_size, num_unroll
+    logits = 2.0 * gen.normal(size=(B, K + 1, num_actions))
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return TrainingTarget(
-        stacked_obs=jax.random.uniform(keys[0], (B, *input_shape)),
-        next_stacked_obs=jax.random.uniform(keys[1], (B, *input_shape)),
-        actions=jax.random.randint(keys[2], (B, K), 0, num_actions),
-        rewards=jax.random.uniform(keys[3], (B, K), minval=-3.0, maxval=3.0),
-        action_probs=jax.nn.softmax(2.0 * jax.random.normal(keys[4], (B, K + 1, num_actions))),
+        stacked_obs=f32(gen.uniform(size=(B, *input_shape))),
+        next_stacked_obs=f32(gen.uniform(size=(B, *input_shape))),
+        actions=jnp.asarray(gen.integers(0, num_actions, (B, K)), jnp.int32),
+        rewards=f32(gen.uniform(-3.0, 3.0, (B, K))),
+        action_probs=f32(probs),
         policy_mask=jnp.ones((B, K + 1)),
-        root_values=jax.random.uniform(keys[5], (B, K + 1), minval=-2.0, maxval=2.0),
-        partial_return=jax.random.uniform(keys[6], (B, K + 1), minval=-3.0, maxval=3.0),
+        root_values=f32(gen.uniform(-2.0, 2.0, (B, K + 1))),
+        partial_return=f32(gen.uniform(-3.0, 3.0, (B, K + 1))),
         bootstrap_discount=jnp.full((B, K + 1), 0.9**3),
-        bootstrap_value=jax.random.uniform(keys[7], (B, K + 1), minval=-2.0, maxval=2.0),
+        bootstrap_value=f32(gen.uniform(-2.0, 2.0, (B, K + 1))),
         consistency_mask=jnp.ones((B,)),
         importance_weight=jnp.ones((B,)),
-        bootstrap_stacked_obs=(
-            jax.random.uniform(keys[8], (B, K + 1, *input_shape)) if with_bootstrap_obs else None
-        ),
+        bootstrap_stacked_obs=f32(gen.uniform(size=(B, K + 1, *input_shape))) if with_bootstrap_obs else None,
     )
 
 
@@ -55,7 +61,7 @@ def _network(config, obs_shape=OBS_SHAPE):
 
 def _setup(config=TINY_RESNET, batch_size=4, num_unroll=3, **batch_kwargs):
     network = _network(config)
-    batch = make_batch(jax.random.PRNGKey(1), batch_size=batch_size, num_unroll=num_unroll, **batch_kwargs)
+    batch = make_batch(1, batch_size=batch_size, num_unroll=num_unroll, **batch_kwargs)
     variables = jax.jit(network.init)(jax.random.PRNGKey(0), batch.stacked_obs)
     return network, variables, batch
 
@@ -171,7 +177,8 @@ class LossTest(parameterized.TestCase):
 
     def test_consistency_mask_removes_consistency_term(self):
         network, variables, batch = _setup()
-        _, aux = _loss(network, variables, batch._replace(consistency_mask=jnp.array([1.0, 0.0, 1.0, 0.0])), LossConfig())
+        masked = batch._replace(consistency_mask=jnp.array([1.0, 0.0, 1.0, 0.0]))
+        _, aux = _loss(network, variables, masked, LossConfig())
         assert float(aux.terms["consistency_loss"][0]) > 0
         np.testing.assert_array_equal(aux.terms["consistency_loss"][jnp.array([1, 3])], [0.0, 0.0])
 
@@ -223,7 +230,7 @@ class LossTest(parameterized.TestCase):
     def test_mlp_network(self):
         config = NetworkConfig(kind="mlp", mlp_hidden_sizes=(16,), mlp_hidden_state_size=8, head_hidden=8)
         network = _network(config, (1, 1, 3))
-        batch = make_batch(jax.random.PRNGKey(2), batch_size=4, num_unroll=2, obs_shape=(1, 1, 3))
+        batch = make_batch(2, batch_size=4, num_unroll=2, obs_shape=(1, 1, 3))
         variables = jax.jit(network.init)(jax.random.PRNGKey(0), batch.stacked_obs)
         loss, aux = _loss(network, variables, batch, LossConfig())
         assert np.isfinite(loss) and float(aux.metrics["consistency_loss"]) > 0

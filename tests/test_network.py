@@ -52,14 +52,16 @@ class NetworkTest(parameterized.TestCase):
         chex.assert_shape([root.value_logits, root.reward_logits], (B, 11))
         np.testing.assert_array_equal(root.reward, np.zeros(B))
         # Values are decoded from the value logits, in environment scale.
-        np.testing.assert_allclose(root.value, logits_to_scalar(root.value_logits, config.support), rtol=1e-5, atol=1e-6)
+        decoded = logits_to_scalar(root.value_logits, config.support)
+        np.testing.assert_allclose(root.value, decoded, rtol=1e-5, atol=1e-6)
 
         step = self.variant(network.recurrent_inference)(variables, root.hidden_state, jnp.array([0, 1, 3]))
         chex.assert_shape(step.hidden_state, (B, *hidden_shape))
         chex.assert_shape([step.value, step.reward], (B,))
         chex.assert_shape(step.policy_logits, (B, A))
         chex.assert_shape([step.value_logits, step.reward_logits], (B, 11))
-        np.testing.assert_allclose(step.reward, logits_to_scalar(step.reward_logits, config.support), rtol=1e-5, atol=1e-6)
+        decoded = logits_to_scalar(step.reward_logits, config.support)
+        np.testing.assert_allclose(step.reward, decoded, rtol=1e-5, atol=1e-6)
         chex.assert_tree_all_finite(step)
 
         projected = self.variant(network.project)(variables, step.hidden_state)

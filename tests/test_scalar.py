@@ -66,7 +66,8 @@ class ScalarTest(parameterized.TestCase):
         probs = self.variant(lambda v: scalar_to_two_hot(v, SUPPORT))(x)
         np.testing.assert_array_equal(probs[0], np.eye(11)[0])
         np.testing.assert_array_equal(probs[1], np.eye(11)[10])
-        np.testing.assert_allclose(two_hot_to_scalar(probs, SUPPORT), [_edge_scalar(-5.0), _edge_scalar(5.0)], rtol=1e-5)
+        ends = [_edge_scalar(-5.0), _edge_scalar(5.0)]
+        np.testing.assert_allclose(two_hot_to_scalar(probs, SUPPORT), ends, rtol=1e-5)
 
     def test_support_ends_are_one_hot(self):
         probs = scalar_to_two_hot(np.float32(_edge_scalar(5.0)), SUPPORT)

@@ -103,8 +103,8 @@ def test_errors_surface_with_type_and_message(num_processes):
 
 
 def test_errors_while_making_envs_in_workers():
-    with pytest.raises(UnknownGameError, match="unknown MinAtar game 'nope'"):
-        VectorEnv(functools.partial(minatar.make, "nope"), num_envs=2, num_processes=2)
+    with pytest.raises(UnknownGameError, match="unknown Gymnasium id 'CartPol-v1'; did you mean gym:CartPole-v1"):
+        VectorEnv(functools.partial(gym_bridge.make_gym, "CartPol-v1"), num_envs=2, num_processes=2)
 
 
 def test_reset_semantics_per_slot():

@@ -85,7 +85,8 @@ def make_optimizer(config: OptimizerConfig) -> optax.GradientTransformation:
 
 def init_train_state(network: Network, optimizer_config: OptimizerConfig, rng, example_stacked_obs) -> TrainState:
     """Fresh parameters; the target network starts as a copy of them."""
-    variables = network.init(rng, example_stacked_obs)
+    # One compiled program: eager Flax init dispatches (and compiles) op by op.
+    variables = jax.jit(network.init)(rng, example_stacked_obs)
     params, batch_stats = variables["params"], variables["batch_stats"]
     return TrainState(
         params=params,

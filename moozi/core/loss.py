@@ -96,7 +96,9 @@ def bootstrap_values(batch: TrainingTarget, config: LossConfig, network: Network
     if config.bootstrap_from == "search":
         return batch.bootstrap_value
     if batch.bootstrap_stacked_obs is None or target_variables is None:
-        raise MooziError("bootstrap_from='target_network' needs bootstrap_stacked_obs in the batch and target variables")
+        raise MooziError(
+            "bootstrap_from='target_network' needs bootstrap_stacked_obs in the batch and target variables"
+        )
     obs = batch.bootstrap_stacked_obs  # [B, K+1, H, W, C_h]
     batch_size, steps = obs.shape[:2]
     out = network.initial_inference(target_variables, obs.reshape(batch_size * steps, *obs.shape[2:]))

@@ -61,7 +61,7 @@ class NetworkConfig:
     representation_blocks: int = 6  # resnet: residual blocks in h (between its two convolutions)
     prediction_blocks: int = 1  # resnet: residual blocks in f before the heads
     dynamics_blocks: int = 2  # resnet: residual blocks in g after its input convolution
-    head_hidden: int = 128  # width of the dense layer in the value, policy, reward and projection heads
+    head_hidden: int = 128  # width of the dense layer in the value, policy and reward heads (and the mlp's ϱ)
     mlp_hidden_sizes: tuple[int, ...] = (128, 128)  # mlp: widths of the hidden layers of h and of g
     mlp_hidden_state_size: int = 64  # mlp: size of the hidden state vector
     support: Support = Support()  # integer support of the value and reward categories (Z = support.size)

@@ -17,6 +17,8 @@ Protocol settings (docs/envs.md):
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyspiel
 from open_spiel.python.observation import make_observation
@@ -182,6 +184,37 @@ class OpenSpielEnv:
 
     def close(self) -> None:
         self._last = None
+
+    # ------------------------------------------------- snapshots and other states
+    def step_output_at(self, state: pyspiel.State) -> StepOutput:
+        """The step output of any state of this game (reward 0, not first): for bots and tools."""
+        saved = self.state
+        self.state = state
+        try:
+            return self._output(is_first=False, reward=0.0, actor=None)
+        finally:
+            self.state = saved
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """A pickle-free snapshot (game state, RNG, last output) from which `set_state` continues exactly."""
+        snapshot = {
+            "game_state": np.frombuffer(self.state.serialize().encode(), np.uint8),
+            "rng": np.frombuffer(json.dumps(self._rng.bit_generator.state).encode(), np.uint8),
+            "returns": np.asarray(self._returns if self._returns is not None else [], np.float64),
+        }
+        if self._last is not None:
+            snapshot.update({f"last_{k}": np.asarray(v) for k, v in self._last._asdict().items()})
+        return snapshot
+
+    def set_state(self, snapshot: dict[str, np.ndarray]) -> None:
+        self.state = self.game.deserialize_state(bytes(snapshot["game_state"]).decode())
+        self._rng.bit_generator.state = json.loads(bytes(snapshot["rng"]).decode())
+        returns = np.asarray(snapshot["returns"])
+        self._returns = list(returns) if returns.size else None
+        if "last_obs" in snapshot:
+            self._last = StepOutput(**{k: np.asarray(snapshot[f"last_{k}"]) for k in StepOutput._fields})
+        else:
+            self._last = None
 
     # ------------------------------------------------------------- for humans
     def render(self) -> str:

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 import moozi
-from moozi.checkpoint import latest_checkpoint, load_checkpoint, param_fingerprint, save_checkpoint
+from moozi.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from moozi.config import Config, load_saved_config, save_config
 from moozi.errors import MooziError
 from moozi.metrics_log import MetricsLogger
@@ -94,6 +94,7 @@ class Driver:
             for i in range(config.train.num_training_workers)
         ]
         self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
+        self._restored_window = None
         self.reanalyzer = None
         if config.train.reanalyze_fraction > 0:
             self.reanalyzer = self._backend.start(
@@ -126,14 +127,16 @@ class Driver:
             "counters": dataclasses.asdict(self.counters),
         }
 
-    def checkpoint(self) -> pathlib.Path:
+    def checkpoint(self, window: "_Window | None" = None) -> pathlib.Path:
         get = self._backend.get
         train_state = get(self.learner.call("get_state"))
         arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
         for i, worker in enumerate(self.workers):
             arrays.update({f"worker{i}/{k}": v for k, v in get(worker.call("state_dict")).items()})
         meta = self._meta()
-        meta["param_fingerprint"] = param_fingerprint(train_state.params)
+        if window is not None:
+            # The metrics of updates since the last log line: a resumed run logs the same averages.
+            meta["log_window"] = window.state()
         return save_checkpoint(
             self.run_dir, self.counters.updates, train_state=train_state, arrays=arrays, meta=meta,
             keep=self.config.train.keep_checkpoints,
@@ -152,6 +155,7 @@ class Driver:
         for i, worker in enumerate(self.workers):
             self._backend.get(worker.call("load_state_dict", _strip(arrays, f"worker{i}/")))
         self.counters = Counters.from_meta(meta)
+        self._restored_window = meta.get("log_window")
         return self.counters.updates
 
     # --- the loop ----------------------------------------------------------------------
@@ -186,7 +190,7 @@ class Driver:
         started = time.monotonic()
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
-        window = _Window()
+        window = _Window.from_state(self._restored_window)
         params = get(self.learner.call("get_params"))
         version = counters.updates
         ready = get(self.replay.call("ready"))
@@ -257,14 +261,14 @@ class Driver:
                         self._print_progress(started, last_metrics)
                 if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
                     counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-                    self.checkpoint()
+                    self.checkpoint(window)
                     last_checkpoint = time.monotonic()
             counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-            path = self.checkpoint()
+            path = self.checkpoint(window)
             if self.progress:
                 print(file=sys.stderr)
             self.logger.flush()
-            return {"stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters), **last_metrics}
+            return {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
         finally:
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
@@ -322,6 +326,24 @@ class _Window:
         self.updates = 0
         self.iterations = 0
         self.env_steps = 0
+
+    def state(self) -> dict:
+        return {
+            "sums": self.sums,
+            "counts": self.counts,
+            "updates": self.updates,
+            "iterations": self.iterations,
+            "env_steps": self.env_steps,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict | None) -> "_Window":
+        window = cls()
+        if state:
+            window.sums = {k: float(v) for k, v in state["sums"].items()}
+            window.counts = {k: int(v) for k, v in state["counts"].items()}
+            window.updates, window.iterations, window.env_steps = state["updates"], state["iterations"], state["env_steps"]
+        return window
 
     def add(self, key: str, value: float, count: int = 1) -> None:
         self.sums[key] = self.sums.get(key, 0.0) + float(value)

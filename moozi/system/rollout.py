@@ -275,11 +275,10 @@ class ReanalyzeRolloutWorker:
             self._rng, key = jax.random.split(self._rng)
             history, out = self._act(params, history, step, last_action, key)
             env.record(np.asarray(out.root_value), np.asarray(out.action_probs))
-            finished.extend(env.pop_finished())
-            if env.exhausted:
-                break
             # The stored actions, not the search's, drive the history: the trajectory is fixed.
-            last_action = np.asarray(env.current_actions(), np.int32)
+            last_action = env.stored_actions()
             step = env.step(last_action, step.is_last)
-        finished.extend(env.pop_finished())
+            finished.extend(env.pop_finished(with_ids=True))
+            if not env.active.any():  # every trajectory was re-searched and the supply is empty
+                break
         return [(ids[index], t.root_value, t.action_probs) for index, t in finished]

@@ -1,0 +1,272 @@
+"""Env stepping throughput: each library's own loop vs moozi's bridges and VectorEnv (issue 2).
+
+    python bench/envs.py [--quick] [--num-envs 64] [--games tic_tac_toe,pong]
+
+For every game it times B envs (default 64) stepped with random legal actions,
+resetting at episode ends, for the same number of steps:
+- raw: the library's own loop, sequential over the B envs, calling what any
+  agent needs each step: the step itself, the observation (OpenSpiel's
+  observation_tensor, MinAtar's state(); Gymnasium returns it) and the legal
+  actions where they change (OpenSpiel), returns at episode ends;
+- single: the same loop over B moozi bridge envs (`env.step(action, is_last)`);
+- P=1, P=2: one VectorEnv of the B envs stepped in-process and over 2 worker
+  processes (construction and worker start-up are not timed).
+The runners take turns for several rounds and each one's best round counts,
+so a load change on a shared machine favours none of them.
+Prints a table, then ONE JSON object on its last line.
+Overhead at P=1 = time(ours at P=1) / time(raw) - 1; speed-up = P=2 steps/s / P=1 steps/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import os
+import random
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+# Workers are spawned and re-import this file: heavy imports stay inside functions.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# ------------------------------------------------------------- runners
+# Each runner builds its B envs once; `run(n)` times n batch steps and may be
+# called again to continue. Rounds of all runners alternate and the best round
+# counts, so a load change on a shared machine skews no runner in particular.
+
+
+class RawOpenSpiel:
+    def __init__(self, name: str, num_envs: int, seed: int):
+        import pyspiel
+
+        self.game = pyspiel.load_game(name)
+        self.states = [self.game.new_initial_state() for _ in range(num_envs)]
+        self.legal = [s.legal_actions() for s in self.states]
+        self.rnd = random.Random(seed)
+
+    def run(self, num_steps: int) -> float:
+        states, legal, game, rnd = self.states, self.legal, self.game, self.rnd
+        start = time.perf_counter()
+        for _ in range(num_steps):
+            for i in range(len(states)):
+                state, actions = states[i], legal[i]
+                state.apply_action(actions[int(rnd.random() * len(actions))])
+                if state.is_terminal():
+                    state.returns()
+                    state = states[i] = game.new_initial_state()
+                state.observation_tensor(state.current_player())
+                legal[i] = state.legal_actions()
+        return time.perf_counter() - start
+
+
+class RawMinAtar:
+    def __init__(self, name: str, num_envs: int, seed: int):
+        from minatar import Environment
+
+        self.envs = [Environment(name, sticky_action_prob=0.1) for _ in range(num_envs)]
+        for i, env in enumerate(self.envs):
+            env.seed(seed + i)
+            env.reset()
+        self.action_set = self.envs[0].minimal_action_set()
+        self.rng = np.random.default_rng(seed)
+
+    def run(self, num_steps: int) -> float:
+        envs, action_set = self.envs, self.action_set
+        choices = self.rng.integers(0, len(action_set), (num_steps, len(envs))).tolist()
+        start = time.perf_counter()
+        for row in choices:
+            for i, env in enumerate(envs):
+                _, terminal = env.act(action_set[row[i]])
+                if terminal:
+                    env.reset()
+                env.state()
+        return time.perf_counter() - start
+
+
+def _gym_env(name: str):
+    import gymnasium
+
+    if name != "pong":
+        return gymnasium.make(name)
+    import ale_py
+    from gymnasium.wrappers import AtariPreprocessing
+
+    gymnasium.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    env = gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.25, full_action_space=False)
+    # The bridge's exact wrapper settings, so the difference is moozi's layer alone.
+    return AtariPreprocessing(env, noop_max=0, frame_skip=4, screen_size=84, terminal_on_life_loss=False, scale_obs=True)
+
+
+class RawGym:
+    def __init__(self, name: str, num_envs: int, seed: int):
+        self.envs = [_gym_env(name) for _ in range(num_envs)]
+        for i, env in enumerate(self.envs):
+            env.reset(seed=seed + i)
+        self.num_actions = int(self.envs[0].action_space.n)
+        self.rng = np.random.default_rng(seed)
+
+    def run(self, num_steps: int) -> float:
+        envs = self.envs
+        choices = self.rng.integers(0, self.num_actions, (num_steps, len(envs))).tolist()
+        start = time.perf_counter()
+        for row in choices:
+            for i, env in enumerate(envs):
+                _, _, terminated, truncated, _ = env.step(row[i])
+                if terminated or truncated:
+                    env.reset()
+        return time.perf_counter() - start
+
+
+class OursSingle:
+    """The raw loop's shape over moozi bridge envs: `env.step(action, is_last)` one env at a time."""
+
+    def __init__(self, make_env: Callable, num_envs: int, seed: int):
+        self.envs = [make_env() for _ in range(num_envs)]
+        self.outs = [env.reset(seed=seed + i) for i, env in enumerate(self.envs)]
+        self.rnd = random.Random(seed)
+        spec = self.envs[0].spec
+        self.constant_mask = spec.num_players == 1  # every real action is legal: no need to read the mask
+        self.num_actions = spec.num_actions
+
+    def run(self, num_steps: int) -> float:
+        envs, outs, rnd, n = self.envs, self.outs, self.rnd, self.num_actions
+        start = time.perf_counter()
+        for _ in range(num_steps):
+            for i, env in enumerate(envs):
+                out = outs[i]
+                if self.constant_mask:
+                    action = 1 + int(rnd.random() * (n - 1))
+                else:
+                    legal = np.flatnonzero(out.legal_actions)
+                    action = int(legal[int(rnd.random() * len(legal))])
+                outs[i] = env.step(action, out.is_last)
+        return time.perf_counter() - start
+
+
+class OursVector:
+    """One VectorEnv of the B envs, with a random legal action per env from the batched mask."""
+
+    def __init__(self, make_env: Callable, num_envs: int, seed: int, num_processes: int):
+        from moozi.envs.vector import VectorEnv
+
+        self.vec = VectorEnv(make_env, num_envs, num_processes=num_processes, seed=seed)
+        self.out = self.vec.reset()
+        self.rng = np.random.default_rng(seed)
+        self.run(2)  # warm-up
+
+    def run(self, num_steps: int) -> float:
+        vec, out = self.vec, self.out
+        scores = self.rng.random((num_steps, vec.num_envs, vec.spec.num_actions))
+        start = time.perf_counter()
+        for t in range(num_steps):
+            # argmax of random scores over the legal set (on last steps the dummy, the only legal one).
+            out = vec.step(np.argmax(scores[t] * out.legal_actions, axis=1), out.is_last)
+        seconds = time.perf_counter() - start
+        self.out = out
+        return seconds
+
+    def close(self) -> None:
+        self.vec.close()
+
+
+# ---------------------------------------------------------------- games
+@dataclasses.dataclass(frozen=True)
+class Game:
+    """One benchmarked game."""
+
+    label: str  # the row name
+    make_env: Callable  # picklable factory of one moozi env
+    raw: Callable  # (num_envs, seed) -> a runner of the library's own loop
+    num_steps: int  # batch steps per round in the default run (--quick: a fifth)
+
+
+def games() -> list[Game]:
+    from moozi.envs import gym as gym_bridge
+    from moozi.envs import minatar, openspiel
+
+    return [
+        Game("tic_tac_toe", functools.partial(openspiel.make, "tic_tac_toe"), functools.partial(RawOpenSpiel, "tic_tac_toe"), 400),
+        Game("connect_four", functools.partial(openspiel.make, "connect_four"), functools.partial(RawOpenSpiel, "connect_four"), 200),
+        Game("minatar_breakout", functools.partial(minatar.make, "breakout"), functools.partial(RawMinAtar, "breakout"), 200),
+        Game("cartpole", functools.partial(gym_bridge.make_gym, "CartPole-v1"), functools.partial(RawGym, "CartPole-v1"), 200),
+        Game("atari_pong", functools.partial(gym_bridge.make_atari, "pong"), functools.partial(RawGym, "pong"), 12),
+    ]
+
+
+def bench_game(game: Game, num_envs: int, num_steps: int, rounds: int, processes: list[int], seed: int = 0) -> dict:
+    runners = {"raw": game.raw(num_envs, seed), "single": OursSingle(game.make_env, num_envs, seed)}
+    runners.update({f"p{p}": OursVector(game.make_env, num_envs, seed, p) for p in processes})
+    best = {name: float("inf") for name in runners}
+    try:
+        for _ in range(rounds):
+            for name, runner in runners.items():
+                best[name] = min(best[name], runner.run(num_steps))
+    finally:
+        for runner in runners.values():
+            if isinstance(runner, OursVector):
+                runner.close()
+    total = num_envs * num_steps
+    result = {"env_steps_per_round": total, "rounds": rounds}
+    result.update({f"{name}_steps_per_s": total / seconds for name, seconds in best.items()})
+    for p in processes:
+        result[f"p{p}_ms_per_batch_step"] = 1e3 * best[f"p{p}"] / num_steps
+    if 1 in processes:
+        result["overhead_p1"] = best["p1"] / best["raw"] - 1.0
+    if 1 in processes and 2 in processes:
+        result["speedup_p2_over_p1"] = best["p1"] / best["p2"]
+    return result
+
+
+def _table(results: dict, processes: list[int]) -> str:
+    columns = ["raw/s", "single/s"] + [f"P={p}/s" for p in processes] + [f"ms/step P={p}" for p in processes]
+    columns += ["overhead P=1", "P=2/P=1"]
+    lines = [f"{'game':<18}" + "".join(f"{c:>14}" for c in columns)]
+    for label, r in results.items():
+        cells = [f"{r['raw_steps_per_s']:14.0f}", f"{r['single_steps_per_s']:14.0f}"]
+        cells += [f"{r[f'p{p}_steps_per_s']:14.0f}" for p in processes]
+        cells += [f"{r[f'p{p}_ms_per_batch_step']:14.2f}" for p in processes]
+        cells.append(f"{100 * r['overhead_p1']:13.1f}%" if "overhead_p1" in r else f"{'-':>14}")
+        cells.append(f"{r['speedup_p2_over_p1']:13.2f}x" if "speedup_p2_over_p1" in r else f"{'-':>14}")
+        lines.append(f"{label:<18}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a fifth of the steps, 2 rounds (a smoke run)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds per runner; the best counts")
+    parser.add_argument("--num-envs", type=int, default=64, help="B, the batch of envs")
+    parser.add_argument("--processes", default="1,2", help="comma-separated worker counts P to time")
+    parser.add_argument("--games", default="", help="comma-separated subset of the game labels")
+    args = parser.parse_args(argv)
+    processes = [int(p) for p in args.processes.split(",") if p]
+    chosen = [g for g in games() if not args.games or g.label in args.games.split(",")]
+    results = {}
+    for game in chosen:
+        num_steps = max(2, game.num_steps // 5) if args.quick else game.num_steps
+        print(f"benchmarking {game.label}: B={args.num_envs}, {num_steps} batch steps a round", file=sys.stderr, flush=True)
+        rounds = min(args.rounds, 2) if args.quick else args.rounds
+        results[game.label] = bench_game(game, args.num_envs, num_steps, rounds, processes)
+    print(_table(results, processes))
+    report = {
+        "benchmark": "envs",
+        "num_envs": args.num_envs,
+        "processes": processes,
+        "quick": args.quick,
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": os.getloadavg()[0],
+        "games": {k: {n: round(v, 4) if isinstance(v, float) else v for n, v in r.items()} for k, r in results.items()},
+    }
+    print(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()

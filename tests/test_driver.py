@@ -1,0 +1,152 @@
+"""The driver end to end, inline: run directory, checkpoints, exact resume, and the CLI surface."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from moozi.config import build_config
+from moozi.metrics_log import read_metrics
+from moozi.system.driver import Driver
+
+TINY = {
+    "network.mlp_hidden_sizes": "16",
+    "network.mlp_hidden_state_size": "8",
+    "network.head_hidden": "16",
+    "planner.num_simulations": "4",
+    "env.num_envs": "4",
+    "train.batch_size": "8",
+    "train.rollout_steps": "6",
+    "train.updates_per_iteration": "2",
+    "train.log_every_updates": "4",
+    "train.test_every_updates": "8",
+    "train.test_episodes": "4",
+    "replay.min_fill": "40",
+    "replay.capacity": "2000",
+    "targets.num_unroll_steps": "2",
+}
+STEPS_PER_ITERATION = 4 * 6
+
+# Metrics that depend only on the seed and config (not on wall-clock time).
+DETERMINISTIC = (
+    "policy_loss", "value_loss", "reward_loss", "consistency_loss", "l2_loss", "total_loss",
+    "episode_length", "env_steps", "episodes", "policy_version", "replay_size", "replay_mean_priority",
+    "test_win_rate", "test_draw_rate", "test_loss_rate",
+)
+
+
+def _config(max_env_steps, **extra):
+    overrides = dict(TINY, **{"train.max_env_steps": str(max_env_steps)}, **extra)
+    return build_config("tic_tac_toe", overrides=overrides)
+
+
+def _deterministic_rows(run_dir):
+    rows = []
+    for row in read_metrics(run_dir):
+        rows.append({k: row[k] for k in ("step", "role", *DETERMINISTIC) if k in row})
+    return rows
+
+
+def _run(config, run_dir, resume=False):
+    driver = Driver(config, run_dir, resume=resume, progress=False)
+    try:
+        return driver.run()
+    finally:
+        driver.close()
+
+
+@pytest.mark.slow
+def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
+    total = 20 * STEPS_PER_ITERATION
+    whole = _run(_config(total), tmp_path / "whole")
+    assert whole["env_steps"] == total and whole["updates"] > 8
+    assert (tmp_path / "whole" / "config.json").exists()
+    assert list((tmp_path / "whole" / "checkpoints").glob("ckpt-*"))
+    assert any("test_win_rate" in row for row in read_metrics(tmp_path / "whole"))
+
+    _run(_config(total // 2), tmp_path / "split")
+    resumed = _run(_config(total), tmp_path / "split", resume=True)
+    assert resumed["env_steps"] == total and resumed["updates"] == whole["updates"]
+    a, b = _deterministic_rows(tmp_path / "whole"), _deterministic_rows(tmp_path / "split")
+    assert len(a) == len(b) > 4
+    for row_a, row_b in zip(a, b):
+        assert row_a.keys() == row_b.keys()
+        for key in row_a:
+            np.testing.assert_allclose(row_a[key], row_b[key], rtol=1e-6, err_msg=f"{key} at step {row_a['step']}")
+
+
+def test_existing_run_needs_resume_and_resume_needs_a_run(tmp_path):
+    from moozi.errors import MooziError
+
+    with pytest.raises(MooziError, match="no config.json"):
+        Driver(_config(24), tmp_path / "nothing", resume=True, progress=False)
+    (tmp_path / "run" / "checkpoints" / "ckpt-0000000001").mkdir(parents=True)
+    with pytest.raises(MooziError, match="pass --resume"):
+        Driver(_config(24), tmp_path / "run", progress=False)
+
+
+def test_unwritable_run_directory_is_reported(tmp_path):
+    from moozi.errors import MooziError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(MooziError, match="not writable"):
+        Driver(_config(24), blocker / "run", progress=False)
+
+
+def _moozi(*args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "moozi.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "tic_tac_tow"], "did you mean"),
+        (["train", "tic_tac_toe", "--set", "planner.num_simulation=3"], "num_simulations"),
+        (["train", "tic_tac_toe", "--set", "planner.num_simulations=lots"], "an integer"),
+        (["train", "tic_tac_toe", "--set", "justakey"], "expected key=value"),
+        (["train", "openspiel:matrix_rps"], "simultaneous"),
+        (["eval", "/nonexistent/run"], "not a moozi run directory"),
+        (["report", "/nonexistent/run"], "no run directory"),
+        (["train"], "the following arguments are required"),
+    ],
+)
+def test_cli_errors_are_one_line_with_exit_code_2(args, message):
+    result = _moozi(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_cli_games_lists_presets():
+    result = _moozi("games")
+    assert result.returncode == 0
+    for preset in ("tic_tac_toe", "connect_four", "go9", "breakout", "cartpole"):
+        assert preset in result.stdout
+
+
+@pytest.mark.slow
+def test_cli_train_eval_report_play(tmp_path):
+    run_dir = tmp_path / "run"
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    result = _moozi("train", "tic_tac_toe", "--run-dir", str(run_dir), "--max-env-steps", "240", "--quiet", *sets, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["env_steps"] == 240
+    result = _moozi("eval", str(run_dir), "--opponent", "random", "--games", "4", "--json", str(tmp_path / "e.json"), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "e.json").read_text())["games"] == 4
+    result = _moozi("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "report" / "summary.md").exists()
+    play = subprocess.run(
+        [sys.executable, "-m", "moozi.cli", "play", str(run_dir), "--seat", "0"],
+        input="hello\n99\n0\n1\n2\n3\n4\n5\n6\n7\n8\n", capture_output=True, text=True, timeout=300,
+    )
+    assert play.returncode == 0, play.stderr
+    assert "Game over" in play.stdout
