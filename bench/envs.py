@@ -1,6 +1,6 @@
 """Env stepping throughput: each library's own loop vs moozi's bridges and VectorEnv (issue 2).
 
-    python bench/envs.py [--quick] [--num-envs 64] [--games tic_tac_toe,pong]
+    python bench/envs.py [--quick] [--num-envs 64] [--processes 1,2] [--games tic_tac_toe,atari_pong]
 
 For every game it times B envs (default 64) stepped with random legal actions,
 resetting at episode ends, for the same number of steps:
@@ -101,7 +101,9 @@ def _gym_env(name: str):
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     env = gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.25, full_action_space=False)
     # The bridge's exact wrapper settings, so the difference is moozi's layer alone.
-    return AtariPreprocessing(env, noop_max=0, frame_skip=4, screen_size=84, terminal_on_life_loss=False, scale_obs=True)
+    return AtariPreprocessing(
+        env, noop_max=0, frame_skip=4, screen_size=84, terminal_on_life_loss=False, scale_obs=True
+    )
 
 
 class RawGym:
@@ -191,12 +193,13 @@ def games() -> list[Game]:
     from moozi.envs import gym as gym_bridge
     from moozi.envs import minatar, openspiel
 
+    p = functools.partial
     return [
-        Game("tic_tac_toe", functools.partial(openspiel.make, "tic_tac_toe"), functools.partial(RawOpenSpiel, "tic_tac_toe"), 400),
-        Game("connect_four", functools.partial(openspiel.make, "connect_four"), functools.partial(RawOpenSpiel, "connect_four"), 200),
-        Game("minatar_breakout", functools.partial(minatar.make, "breakout"), functools.partial(RawMinAtar, "breakout"), 200),
-        Game("cartpole", functools.partial(gym_bridge.make_gym, "CartPole-v1"), functools.partial(RawGym, "CartPole-v1"), 200),
-        Game("atari_pong", functools.partial(gym_bridge.make_atari, "pong"), functools.partial(RawGym, "pong"), 12),
+        Game("tic_tac_toe", p(openspiel.make, "tic_tac_toe"), p(RawOpenSpiel, "tic_tac_toe"), 400),
+        Game("connect_four", p(openspiel.make, "connect_four"), p(RawOpenSpiel, "connect_four"), 200),
+        Game("minatar_breakout", p(minatar.make, "breakout"), p(RawMinAtar, "breakout"), 200),
+        Game("cartpole", p(gym_bridge.make_gym, "CartPole-v1"), p(RawGym, "CartPole-v1"), 200),
+        Game("atari_pong", p(gym_bridge.make_atari, "pong"), p(RawGym, "pong"), 12),
     ]
 
 
@@ -240,18 +243,20 @@ def _table(results: dict, processes: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a fifth of the steps, 2 rounds (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: B=16, a fifth of the steps, 2 rounds")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds per runner; the best counts")
-    parser.add_argument("--num-envs", type=int, default=64, help="B, the batch of envs")
+    parser.add_argument("--num-envs", type=int, default=None, help="B, the batch of envs (default 64; 16 with --quick)")
     parser.add_argument("--processes", default="1,2", help="comma-separated worker counts P to time")
     parser.add_argument("--games", default="", help="comma-separated subset of the game labels")
     args = parser.parse_args(argv)
+    if args.num_envs is None:
+        args.num_envs = 16 if args.quick else 64
     processes = [int(p) for p in args.processes.split(",") if p]
     chosen = [g for g in games() if not args.games or g.label in args.games.split(",")]
     results = {}
     for game in chosen:
         num_steps = max(2, game.num_steps // 5) if args.quick else game.num_steps
-        print(f"benchmarking {game.label}: B={args.num_envs}, {num_steps} batch steps a round", file=sys.stderr, flush=True)
+        print(f"benchmarking {game.label}: B={args.num_envs}, {num_steps} batch steps a round", file=sys.stderr)
         rounds = min(args.rounds, 2) if args.quick else args.rounds
         results[game.label] = bench_game(game, args.num_envs, num_steps, rounds, processes)
     print(_table(results, processes))

@@ -36,15 +36,22 @@ SHARED_CONFIG = OptimizerConfig(learning_rate=1e-2, warmup_steps=2, target_updat
 
 
 @functools.cache
-def _network():
-    return make_network(TINY_RESNET, obs_shape=OBS_SHAPE, history_length=L, num_actions=A)
+def _network(config=TINY_RESNET, obs_shape=OBS_SHAPE):
+    return make_network(config, obs_shape=obs_shape, history_length=L, num_actions=A)
 
 
-def _learner(optimizer_config, loss_config=LossConfig(), batch_size=8, num_unroll=3, **batch_kwargs):
-    network = _network()
-    batch = make_batch(3, batch_size=batch_size, num_unroll=num_unroll, **batch_kwargs)
+@functools.cache
+def _train_step(network, loss_config, optimizer_config):
+    # Cached so tests with the same configs share one compiled program.
+    return make_train_step(network, loss_config, optimizer_config)
+
+
+def _learner(optimizer_config, loss_config=LossConfig(), batch_size=4, num_unroll=2, network=None, **batch_kwargs):
+    network = network or _network()
+    obs_shape = (*network.input_shape[:2], network.input_shape[2] // L - A)
+    batch = make_batch(3, batch_size=batch_size, num_unroll=num_unroll, obs_shape=obs_shape, **batch_kwargs)
     state = init_train_state(network, optimizer_config, jax.random.PRNGKey(0), batch.stacked_obs)
-    return make_train_step(network, loss_config, optimizer_config), state, batch
+    return _train_step(network, loss_config, optimizer_config), state, batch
 
 
 def _equal(a, b):
@@ -54,7 +61,7 @@ def _equal(a, b):
 @pytest.fixture(scope="module")
 def run():
     """Seven updates of one small learner (warm-up 2, T = 3): states[i] is after i updates."""
-    train_step, state, batch = _learner(SHARED_CONFIG, batch_size=4, num_unroll=2)
+    train_step, state, batch = _learner(SHARED_CONFIG)
     states, metrics, priorities = [state], [], []
     for i in range(7):
         state, m, p = train_step(state, batch, jax.random.PRNGKey(i))
@@ -137,16 +144,17 @@ def test_train_state_roundtrips_through_msgpack(run):
 def test_target_network_bootstrap_trains():
     config = OptimizerConfig(learning_rate=1e-3, warmup_steps=0)
     loss_config = LossConfig(bootstrap_from="target_network")
-    train_step, state, batch = _learner(config, loss_config, batch_size=4, num_unroll=2, with_bootstrap_obs=True)
+    # A small MLP: this checks the plumbing of target variables, cheaply compiled.
+    mlp = _network(NetworkConfig(kind="mlp", mlp_hidden_sizes=(16,), mlp_hidden_state_size=8, head_hidden=8), (1, 1, 3))
+    train_step, state, batch = _learner(config, loss_config, network=mlp, with_bootstrap_obs=True)
     state, metrics, priorities = train_step(state, batch, jax.random.PRNGKey(0))
     assert np.isfinite(metrics["total_loss"]) and priorities.shape == (4,)
     assert int(state.step) == 1
 
 
 def test_overfitting_one_batch_drives_every_term_down():
-    config = OptimizerConfig(learning_rate=3e-3, warmup_steps=0, target_update_period=50)
-    loss_config = LossConfig(consistency_coef=1.0, l2_coef=1e-5)
-    train_step, state, batch = _learner(config, loss_config, batch_size=8, num_unroll=3)
+    # The shared learner's configs, so its compiled train step is reused.
+    train_step, state, batch = _learner(SHARED_CONFIG)
     # Policy cross-entropy cannot go below the targets' entropy; compare the excess over it.
     entropy = -jnp.sum(batch.action_probs * jnp.log(batch.action_probs), -1)  # [B, K+1]
     entropy = float(jnp.mean(entropy[:, 0] + jnp.mean(entropy[:, 1:], -1)))

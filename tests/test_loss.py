@@ -113,7 +113,10 @@ class LossTest(parameterized.TestCase):
     def test_metrics_and_shapes(self):
         network, variables, batch = _setup()
         config = LossConfig()
-        loss, aux = self.variant(lambda v, b: _loss(network, v, b, config))(variables, batch)
+        # The raw loss_fn, so the without_jit variant really runs eagerly.
+        loss, aux = self.variant(
+            lambda v, b: loss_fn(v["params"], v["batch_stats"], None, b, network=network, config=config)
+        )(variables, batch)
         chex.assert_shape(loss, ())
         chex.assert_shape([aux.priorities, aux.per_example_loss], (4,))
         for name in ("policy_loss", "value_loss", "reward_loss", "consistency_loss", "l2_loss", "total_loss"):
@@ -232,11 +235,11 @@ class LossTest(parameterized.TestCase):
         network = _network(config, (1, 1, 3))
         batch = make_batch(2, batch_size=4, num_unroll=2, obs_shape=(1, 1, 3))
         variables = jax.jit(network.init)(jax.random.PRNGKey(0), batch.stacked_obs)
-        loss, aux = _loss(network, variables, batch, LossConfig())
-        assert np.isfinite(loss) and float(aux.metrics["consistency_loss"]) > 0
-        grads = jax.jit(jax.grad(lambda p: _loss(network, {**variables, "params": p}, batch, LossConfig())[0]))(
-            variables["params"]
+        grad_fn = jax.jit(jax.value_and_grad(loss_fn, has_aux=True), static_argnames=("network", "config"))
+        (loss, aux), grads = grad_fn(
+            variables["params"], variables["batch_stats"], None, batch, network=network, config=LossConfig()
         )
+        assert np.isfinite(loss) and float(aux.metrics["consistency_loss"]) > 0
         # Every parameter, projection included, receives a gradient.
         norms = jax.tree.map(lambda g: float(jnp.max(jnp.abs(g))), grads)
         assert all(n > 0 for n in jax.tree.leaves(norms)), norms

@@ -1,5 +1,8 @@
 """The learned model (thesis 5.2.7): shapes, batch-norm modes, hidden-state scaling."""
 
+import dataclasses
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -22,10 +25,20 @@ CASES = (
 )
 
 
-def _build(config, obs_shape):
+@functools.cache
+def _build(config, obs_shape, jit=True):
+    """A network, its variables and a batch of inputs; with jit, every function of the bundle is jitted.
+
+    Eager Flax compiles every primitive it dispatches, so the tests that are
+    not about jit-vs-eager run compiled programs.
+    """
     network = make_network(config, obs_shape=obs_shape, history_length=L, num_actions=A)
-    obs = jax.random.uniform(jax.random.PRNGKey(1), (B, *network.input_shape))
-    variables = network.init(jax.random.PRNGKey(0), obs)
+    if jit:
+        fields = ("init", "initial_inference", "recurrent_inference", "project")
+        fields += ("initial_inference_train", "recurrent_inference_train", "project_train")
+        network = dataclasses.replace(network, **{f: jax.jit(getattr(network, f)) for f in fields})
+    obs = jnp.asarray(np.random.default_rng(1).uniform(size=(B, *network.input_shape)), jnp.float32)
+    variables = jax.jit(network.init)(jax.random.PRNGKey(0), obs)
     return network, variables, obs
 
 
@@ -43,7 +56,7 @@ class NetworkTest(parameterized.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
     @parameterized.named_parameters(*CASES)
     def test_output_shapes(self, config, obs_shape, hidden_shape):
-        network, variables, obs = _build(config, obs_shape)
+        network, variables, obs = _build(config, obs_shape, jit=False)
         root = self.variant(network.initial_inference)(variables, obs)
         assert isinstance(root, NetworkOutput)
         chex.assert_shape(root.hidden_state, (B, *hidden_shape))

@@ -314,7 +314,7 @@ class UtilitiesTest(chex.TestCase):
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("search_policy", "muzero"),
+        ("search_policy", "alphazero"),
         ("num_simulations", 0),
         ("dirichlet_fraction", 1.5),
         ("dirichlet_alpha", 0.0),
@@ -327,3 +327,7 @@ class UtilitiesTest(chex.TestCase):
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(MooziError, match=field):
         PlannerConfig(**{field: value})
+
+
+def test_config_accepts_policy_by_value():
+    assert PlannerConfig(search_policy="gumbel_muzero").search_policy is SearchPolicy.GUMBEL_MUZERO

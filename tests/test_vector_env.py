@@ -28,12 +28,18 @@ def _random_actions(rng: np.random.Generator, legal: np.ndarray) -> np.ndarray:
     return np.array([rng.choice(np.flatnonzero(mask)) for mask in legal])
 
 
-def _run_batched(vec: VectorEnv, num_steps: int, seed: int) -> list[StepOutput]:
+def _run_batched(vec: VectorEnv, num_steps: int, seed: int, split: bool = False) -> list[StepOutput]:
+    """Random legal play; with `split`, each step is a step_async + step_wait pair."""
     rng = np.random.default_rng(seed)
     out = vec.reset()
     outs = [_copy(out)]
     for _ in range(num_steps):
-        out = vec.step(_random_actions(rng, out.legal_actions), out.is_last)
+        actions = _random_actions(rng, out.legal_actions)
+        if split:
+            vec.step_async(actions, out.is_last)
+            out = vec.step_wait()
+        else:
+            out = vec.step(actions, out.is_last)
         outs.append(_copy(out))
     return outs
 
@@ -77,7 +83,9 @@ def test_cartpole_three_processes_equal_one():
     with VectorEnv(CARTPOLE, num_envs=4, num_processes=1, seed=3) as one:
         a = _run_batched(one, num_steps=60, seed=1)
     with VectorEnv(CARTPOLE, num_envs=4, num_processes=3, seed=3) as three:
-        b = _run_batched(three, num_steps=60, seed=1)
+        b = _run_batched(three, num_steps=60, seed=1, split=True)
+        with pytest.raises(RuntimeError, match="step_wait called without step_async"):
+            three.step_wait()
     _assert_same(a, b)
     assert a[0].obs.shape == (4, 1, 1, 4) and a[0].obs.dtype == np.float32
 
@@ -153,7 +161,10 @@ def _shm_path(vec: VectorEnv) -> pathlib.Path:
     return pathlib.Path("/dev/shm") / vec._workers.memory.name.lstrip("/")
 
 
-@pytest.mark.skipif(not pathlib.Path("/dev/shm").is_dir() or not pathlib.Path("/proc/self/maps").exists(), reason="Linux")
+_LINUX = pathlib.Path("/dev/shm").is_dir() and pathlib.Path("/proc/self/maps").exists()
+
+
+@pytest.mark.skipif(not _LINUX, reason="reads /proc and /dev/shm")
 def test_workers_skip_jax_and_close_cleans_up():
     vec = VectorEnv(CARTPOLE, num_envs=2, num_processes=2, seed=0)
     processes = list(vec._workers.processes)

@@ -30,7 +30,7 @@ class OptimizerConfig:
     """Adam, clipping, schedule and target network of the parameter optimizer."""
 
     learning_rate: float = 1e-3  # peak learning rate, reached at the end of the warm-up
-    warmup_steps: int = 1000  # linear warm-up from 0 to learning_rate over this many updates (0: none)
+    warmup_steps: int = 200  # linear warm-up from 0 to learning_rate over this many updates (0: none)
     schedule: str = "constant"  # after the warm-up: "constant", or "cosine" decay over decay_steps
     decay_steps: int = 100_000  # cosine: updates from the end of the warm-up to the final rate
     final_learning_rate_fraction: float = 0.0  # cosine: final rate as a fraction of learning_rate

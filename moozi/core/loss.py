@@ -15,8 +15,9 @@ Choices where the thesis is silent or loose (MuZero practice):
     zero value and reward, as in MuZero.
   * The K-step averages divide by K, not by the number of unmasked steps, as
     the thesis writes them.
-  * The gradient is halved at the entrance of every dynamics call
-    (MuZero, appendix G), so the total gradient reaching h does not grow with K.
+  * The gradient is halved at the entrance of every dynamics call (MuZero's
+    training pseudocode), so the gradient a hidden state receives from the
+    rest of the unroll does not compound with K.
   * x⁰_{t+1} = h(next_stacked_obs) is computed in training mode (batch
     moments, as x¹ is) but its batch-norm moment update is discarded, so
     h's running moments are updated once per step, from stacked_obs.

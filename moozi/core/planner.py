@@ -43,7 +43,7 @@ class PlannerConfig:
     """Search settings (thesis 3.7, 5.2.5; Gumbel MuZero for the alternative)."""
 
     search_policy: SearchPolicy = SearchPolicy.MUZERO
-    """The mctx policy: `SearchPolicy.MUZERO` or `SearchPolicy.GUMBEL_MUZERO`."""
+    """The mctx policy: `SearchPolicy.MUZERO` or `SearchPolicy.GUMBEL_MUZERO` (or their values as strings)."""
     num_simulations: int = 50
     """Simulations per search; each expands one node (one recurrent inference)."""
     pb_c_init: float = 1.25
@@ -67,11 +67,12 @@ class PlannerConfig:
     two-player games is not part of it: `search_discount` multiplies it by `EnvSpec.discount_sign`."""
 
     def __post_init__(self):
-        if not isinstance(self.search_policy, SearchPolicy):
-            raise MooziError(
-                f"planner.search_policy must be a SearchPolicy, got {self.search_policy!r}; "
-                f"allowed: {[p.name for p in SearchPolicy]}"
-            )
+        # Config files give the enum by its value ("gumbel_muzero"); accept that and keep the enum.
+        try:
+            object.__setattr__(self, "search_policy", SearchPolicy(self.search_policy))
+        except ValueError:
+            allowed = ", ".join(p.value for p in SearchPolicy)
+            raise MooziError(f"planner.search_policy={self.search_policy!r}; allowed: {allowed}") from None
         if self.num_simulations < 1:
             raise MooziError(f"planner.num_simulations must be >= 1, got {self.num_simulations}")
         if not 0.0 <= self.dirichlet_fraction <= 1.0:

@@ -95,12 +95,15 @@ class ReplayConfig:
     """Stored steps before `ready()` is True (ELF OpenGo A.4)."""
     sampling: SamplingMode = SamplingMode.PROPORTIONAL
     """uniform | proportional | rank (Schaul et al. 2016)."""
-    priority_exponent: float = 1.0
-    """alpha: 0 is uniform, 1 fully prioritized (MuZero used 1)."""
-    importance_exponent: float = 1.0
-    """beta: how much of the sampling bias the importance weights undo (1 = all)."""
-    priority_epsilon: float = 1e-6
-    """epsilon added to delta so no step has probability 0."""
+    priority_exponent: float = 0.6
+    """alpha: 0 is uniform, 1 fully prioritized (Schaul et al.'s 0.6; MuZero used 1)."""
+    importance_exponent: float = 0.4
+    """beta: how much of the sampling bias the importance weights undo (1 = all; Schaul et al. start at 0.4)."""
+    priority_epsilon: float = 0.01
+    """epsilon added to delta so no step has probability ~0. With max-normalised weights the
+    ratio (max score / min score)^(alpha * beta) sets how small the typical weight gets; with
+    alpha = beta = 1 and epsilon = 1e-6 we measured mean weights of 0.03 on tic-tac-toe, which
+    left the unweighted L2 term in charge and stopped the value head from learning."""
     rank_resort_fraction: float = 0.1
     """rank mode: re-sort all scores once more than this fraction of them changed."""
 

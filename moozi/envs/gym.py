@@ -164,8 +164,12 @@ class GymEnv:
         if max_episode_steps is not None and max_episode_steps < 1:
             env.close()
             raise MooziError(f"max_episode_steps must be at least 1 or None, got {max_episode_steps}")
+        try:
+            self._convert, obs_shape, binary = _obs_converter(env.observation_space, name)
+        except UnsupportedGameError:
+            env.close()
+            raise
         self._env = env
-        self._convert, obs_shape, binary = _obs_converter(env.observation_space, name)
         num_env_actions = int(env.action_space.n)
         # moozi action a >= 1 is the library's action a - 1 (+ the space's start).
         self._action_offset = int(env.action_space.start) - 1
@@ -186,13 +190,14 @@ class GymEnv:
         self._done: bool | None = None  # None before the first reset
 
     @property
-    def unwrapped(self) -> gymnasium.Env:
-        """The Gymnasium env (e.g. for rendering)."""
+    def gym_env(self) -> gymnasium.Env:
+        """The Gymnasium env with its wrappers (e.g. for rendering)."""
         return self._env
 
     def reset(self, seed: int | None = None) -> StepOutput:
         if seed is None:
-            seed, self._first_seed = self._first_seed, None
+            seed = self._first_seed  # the `seed` option applies to the first reset only
+        self._first_seed = None
         obs, _ = self._env.reset(seed=seed)
         self._t = 0
         self._done = False

@@ -52,7 +52,7 @@ class MinAtarOptions:
     difficulty_ramping: bool = True  # MinAtar's default: games speed up as the episode goes on
 
 
-def parse_options(cls, where: str, options: dict):
+def _parse_options(cls, where: str, options: dict):
     """`cls(**options)`, with unknown names as a one-line MooziError listing the allowed ones."""
     allowed = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(options) - set(allowed))
@@ -167,4 +167,4 @@ class MinAtarEnv:
 
 def make(game: str, **options) -> MinAtarEnv:
     """The bridge's factory for the registry: `game` is what follows `minatar:`; options as in MinAtarOptions."""
-    return MinAtarEnv(game, parse_options(MinAtarOptions, f"{PREFIX}:{game}", options))
+    return MinAtarEnv(game, _parse_options(MinAtarOptions, f"{PREFIX}:{game}", options))

@@ -67,9 +67,10 @@ _LIBRARIES: dict[str, _Library] = {
     # unplayable game (simultaneous moves, ...) must say why: the bridge checks names.
     "openspiel": _Library("moozi.envs.openspiel", "make", "known_games", ("pyspiel",), _CORE, False, True),
     "minatar": _Library("moozi.envs.minatar", "make", "known_games", ("minatar",), _CORE, False),
-    "gym": _Library("moozi.envs.gym", "make_gym", "known_gym_games", ("gymnasium",), _CORE, False),
+    "gym": _Library("moozi.envs.gym", "make_gym", "known_gym_games", ("gymnasium",), _CORE, False, True),
     "atari": _Library(
-        "moozi.envs.gym", "make_atari", "known_atari_games", ("gymnasium", "ale_py"), "pip install 'moozi[atari]'", False
+        "moozi.envs.gym", "make_atari", "known_atari_games", ("gymnasium", "ale_py"), "pip install 'moozi[atari]'", False,
+        True,
     ),
     "pgx": _Library("moozi.envs.pgx", "make", "known_games", ("pgx",), "pip install 'moozi[jax-envs]'", True),
     "gymnax": _Library("moozi.envs.gymnax", "make", "known_games", ("gymnax",), "pip install 'moozi[jax-envs]'", True),

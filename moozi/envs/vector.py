@@ -15,6 +15,9 @@ EnvPool), and the same seed gives the same batched outputs for every P.
   e.g. `functools.partial(moozi.envs.minatar.make, "breakout")`, and scripts
   that use P > 1 need the usual `if __name__ == "__main__":` guard of `spawn`.
 
+`step` is `step_async` then `step_wait`; with P > 1 a caller may compute
+between the two while the workers step (e.g. prepare the next batch).
+
 Env i is reset with seed `seed + i` on the first `reset()`. Episodes end and
 restart per slot through `step(actions, is_last)` (each env is a continuous
 task), so slots drift out of phase with each other, as intended.
@@ -200,9 +203,8 @@ def _worker_main(conn, make_env: Callable[[], Env], lo: int, hi: int) -> None:
         message = conn.recv_bytes()
         if message[:1] != _MEMORY:
             return
-        memory = shared_memory.SharedMemory(name=message[1:].decode())
-        envs.bufs = _Buffers(spec, pickle.loads(conn.recv_bytes()), _pinned(memory))
-        del memory  # the buffers own it now
+        name, num_envs = pickle.loads(message[1:])
+        envs.bufs = _Buffers(spec, num_envs, _pinned(shared_memory.SharedMemory(name=name)))
         conn.send_bytes(_OK)
         while True:
             message = conn.recv_bytes()
@@ -362,6 +364,27 @@ class VectorEnv:
             raise error
         return self._out
 
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Snapshots of every env (`env{i}/...`), for checkpoints that resume mid-episode.
+
+        Only in-process envs (P = 1) whose bridge has `get_state` can be
+        snapshotted; otherwise this returns {} and a resumed run starts new episodes.
+        """
+        self._check_open()
+        if self._local is None or not all(hasattr(env, "get_state") for env in self._local.envs):
+            return {}
+        return {f"env{i}/{k}": v for i, env in enumerate(self._local.envs) for k, v in env.get_state().items()}
+
+    def set_state(self, snapshot: dict[str, np.ndarray]) -> None:
+        """Restores what `get_state` returned; the next `step` continues those episodes."""
+        self._check_open()
+        if self._local is None:
+            raise RuntimeError("VectorEnv.set_state needs num_processes=1")
+        for i, env in enumerate(self._local.envs):
+            prefix = f"env{i}/"
+            env.set_state({k[len(prefix):]: v for k, v in snapshot.items() if k.startswith(prefix)})
+        self._was_reset = True
+
     def close(self) -> None:
         """Closes the envs, stops the workers and frees the shared memory (idempotent)."""
         if self._local is not None:
@@ -423,8 +446,7 @@ class VectorEnv:
         workers.memory = shared_memory.SharedMemory(create=True, size=size)
         self._bufs = _Buffers(self.spec, self.num_envs, _pinned(workers.memory))
         for conn in workers.conns:
-            conn.send_bytes(_MEMORY + workers.memory.name.encode())
-            conn.send_bytes(pickle.dumps(self.num_envs))
+            conn.send_bytes(_MEMORY + pickle.dumps((workers.memory.name, self.num_envs)))
         for k in range(len(workers.conns)):
             self._receive(k)
 

@@ -26,7 +26,7 @@ from moozi.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from moozi.config import Config, load_saved_config, save_config
 from moozi.errors import MooziError
 from moozi.metrics_log import MetricsLogger
-from moozi.system.backends import make_backend
+from moozi.system.backends import RoleDiedError, make_backend
 from moozi.system.components import env_spec
 from moozi.system.parameter_optimizer import ParameterOptimizer
 from moozi.system.replay_role import ReplayRole
@@ -215,7 +215,7 @@ class Driver:
                     trajectories = self.replay.call("sample_trajectories", max(1, steps // max(self._mean_episode_length(window), 1)))
                     reanalyze_future = self.reanalyzer.call("run", params_ref, backend.resolve_arg(trajectories))
                 t_wait = time.perf_counter()
-                results = get(rollout_futures)
+                results = self._rollout_results(rollout_futures, params_ref, version)
                 window.add("wait_rollout_seconds", time.perf_counter() - t_wait)
                 if update_future is not None:
                     t_wait = time.perf_counter()
@@ -273,6 +273,23 @@ class Driver:
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
             self.logger.close()
+
+    def _rollout_results(self, futures, params_ref, version) -> list:
+        """The rollout results of this iteration. A training worker whose process died is replaced
+        (same index, fresh envs) and its rollout redone with the same parameter version: what the
+        dead one had not returned is dropped whole, so no step is counted twice or half-written."""
+        results = []
+        for i, future in enumerate(futures):
+            try:
+                results.append(self._backend.get(future))
+            except RoleDiedError as e:
+                if e.role != self.workers[i].name:
+                    raise
+                print(f"{e.role} died; a replacement redoes its rollout", file=sys.stderr)
+                self.workers[i] = self._backend.restart(self.workers[i])
+                retry = self.workers[i].call("run", params_ref, self.config.train.rollout_steps, version)
+                results.append(self._backend.get(retry))
+        return results
 
     def _mean_episode_length(self, window) -> int:
         return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)

@@ -128,11 +128,10 @@ class TrainingRolloutWorker:
         state["episode_return"] = self._episode_return.copy()
         state["counters"] = np.asarray([self.env_steps, self.episodes], np.int64)
         env_state = getattr(self.env, "get_state", None)
-        if self._step is not None and env_state is not None:
-            for k, v in env_state().items():
-                state[f"env/{k}"] = v
-            for name, value in self._step._asdict().items():
-                state[f"step/{name}"] = np.asarray(value)
+        snapshot = env_state() if self._step is not None and env_state is not None else {}
+        if snapshot:
+            state.update({f"env/{k}": v for k, v in snapshot.items()})
+            state.update({f"step/{name}": np.array(value) for name, value in self._step._asdict().items()})
         return state
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
