@@ -7,12 +7,15 @@ resetting at episode ends, for the same number of steps:
 - raw: the library's own loop, sequential over the B envs, calling what any
   agent needs each step: the step itself, the observation (OpenSpiel's
   observation_tensor, MinAtar's state(); Gymnasium returns it) and the legal
-  actions where they change (OpenSpiel), returns at episode ends;
+  actions where they change (OpenSpiel), returns at episode ends; for OpenSpiel
+  an ended episode restarts on that env's next step, as in its rl_environment
+  and in moozi, so both sides make the same moves in the same number of steps;
 - single: the same loop over B moozi bridge envs (`env.step(action, is_last)`);
 - P=1, P=2: one VectorEnv of the B envs stepped in-process and over 2 worker
   processes (construction and worker start-up are not timed).
-The runners take turns for several rounds and each one's best round counts,
-so a load change on a shared machine favours none of them.
+Every runner gets the same untimed warm-up, and draws its random numbers
+before its clock starts. The runners take turns for several rounds and each
+one's best round counts, so a load change on a shared machine favours none of them.
 Prints a table, then ONE JSON object on its last line.
 Overhead at P=1 = time(ours at P=1) / time(raw) - 1; speed-up = P=2 steps/s / P=1 steps/s.
 """
@@ -42,24 +45,36 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class RawOpenSpiel:
+    """OpenSpiel's own loop. Episode ends work as in OpenSpiel's rl_environment (and
+    moozi): the step that ends an episode gives the final observation and the
+    returns, and that env's next step starts a new episode instead of moving. So
+    both sides make the same moves and library calls in the same number of steps."""
+
     def __init__(self, name: str, num_envs: int, seed: int):
         import pyspiel
 
         self.game = pyspiel.load_game(name)
         self.states = [self.game.new_initial_state() for _ in range(num_envs)]
-        self.legal = [s.legal_actions() for s in self.states]
-        self.rnd = random.Random(seed)
+        self.legal = [s.legal_actions() for s in self.states]  # None: the episode has ended
+        self.rng = np.random.default_rng(seed)
 
     def run(self, num_steps: int) -> float:
-        states, legal, game, rnd = self.states, self.legal, self.game, self.rnd
+        states, legal, game = self.states, self.legal, self.game
+        # Random numbers are drawn before the clock starts, as OursVector's scores are.
+        uniforms = self.rng.random((num_steps, len(states))).tolist()
         start = time.perf_counter()
-        for _ in range(num_steps):
-            for i in range(len(states)):
-                state, actions = states[i], legal[i]
-                state.apply_action(actions[int(rnd.random() * len(actions))])
-                if state.is_terminal():
-                    state.returns()
+        for row in uniforms:
+            for i, state in enumerate(states):
+                actions = legal[i]
+                if actions is None:
                     state = states[i] = game.new_initial_state()
+                else:
+                    state.apply_action(actions[int(row[i] * len(actions))])
+                    if state.is_terminal():
+                        state.returns()
+                        state.observation_tensor(0)
+                        legal[i] = None
+                        continue
                 state.observation_tensor(state.current_player())
                 legal[i] = state.legal_actions()
         return time.perf_counter() - start
@@ -161,7 +176,6 @@ class OursVector:
         self.vec = VectorEnv(make_env, num_envs, num_processes=num_processes, seed=seed)
         self.out = self.vec.reset()
         self.rng = np.random.default_rng(seed)
-        self.run(2)  # warm-up
 
     def run(self, num_steps: int) -> float:
         vec, out = self.vec, self.out
@@ -208,6 +222,8 @@ def bench_game(game: Game, num_envs: int, num_steps: int, rounds: int, processes
     runners.update({f"p{p}": OursVector(game.make_env, num_envs, seed, p) for p in processes})
     best = {name: float("inf") for name in runners}
     try:
+        for runner in runners.values():
+            runner.run(max(2, num_steps // 10))  # the same untimed warm-up for every runner
         for _ in range(rounds):
             for name, runner in runners.items():
                 best[name] = min(best[name], runner.run(num_steps))
@@ -244,7 +260,9 @@ def _table(results: dict, processes: list[int]) -> str:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: B=16, a fifth of the steps, 2 rounds")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds per runner; the best counts")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="alternating timed rounds per runner; best counts (3; --quick: 2)"
+    )
     parser.add_argument("--num-envs", type=int, default=None, help="B, the batch of envs (default 64; 16 with --quick)")
     parser.add_argument("--processes", default="1,2", help="comma-separated worker counts P to time")
     parser.add_argument("--games", default="", help="comma-separated subset of the game labels")
@@ -257,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
     for game in chosen:
         num_steps = max(2, game.num_steps // 5) if args.quick else game.num_steps
         print(f"benchmarking {game.label}: B={args.num_envs}, {num_steps} batch steps a round", file=sys.stderr)
-        rounds = min(args.rounds, 2) if args.quick else args.rounds
+        rounds = args.rounds if args.rounds is not None else (2 if args.quick else 3)
         results[game.label] = bench_game(game, args.num_envs, num_steps, rounds, processes)
     print(_table(results, processes))
     report = {

@@ -6,3 +6,15 @@ import sys
 _TESTS_DIR = str(pathlib.Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+
+
+def pytest_configure(config):
+    # Many tests build the same jitted programs (acting, train step) again in new
+    # drivers and workers; JAX's persistent compilation cache lets every one
+    # after the first load the compiled program instead of recompiling it.
+    import jax
+
+    cache_dir = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -229,3 +229,141 @@ class _NoIllegalCheck(_Float64Rewards):
 def test_conformance_suite_catches_broken_bridges(broken):
     with pytest.raises((AssertionError, pytest.fail.Exception)):
         conformance.check_host_env(broken, num_steps=20)
+
+
+# ----------------------------------------------- the fast path used by VectorEnv
+class _Batch:
+    """Batch arrays laid out as VectorEnv keeps them, filled with junk so unwritten fields show."""
+
+    def __init__(self, spec, num_envs: int = 3):
+        self.obs = np.full((num_envs, *spec.obs_shape), -7.5, np.float32)
+        self.is_first = np.ones(num_envs, bool)
+        self.is_last = np.ones(num_envs, bool)
+        self.reward = np.full(num_envs, 99.0, np.float32)
+        self.legal_actions = np.ones((num_envs, spec.num_actions), bool)
+        self.to_play = np.full(num_envs, 7, np.int32)
+
+    def row(self, i: int) -> StepOutput:
+        return StepOutput(*(np.array(getattr(self, name)[i]) for name in StepOutput._fields))
+
+
+def _assert_bitwise(a: StepOutput, b: StepOutput, where="") -> None:
+    for field in StepOutput._fields:
+        x, y = np.asarray(getattr(a, field)), np.asarray(getattr(b, field))
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), (where, field, x.dtype, y.dtype, x.shape, y.shape)
+        assert x.tobytes() == y.tobytes(), (where, field, x, y)
+
+
+def _assert_same_snapshot(a: dict, b: dict, where="") -> None:
+    assert sorted(a) == sorted(b), where
+    for key in a:
+        assert (a[key].dtype, a[key].shape) == (b[key].dtype, b[key].shape), (where, key)
+        assert a[key].tobytes() == b[key].tobytes(), (where, key)
+
+
+def _no_observer(env: OpenSpielEnv) -> OpenSpielEnv:
+    env._observer = env._set_from = None  # the observation_tensor fallback
+    return env
+
+
+@pytest.mark.parametrize(
+    "game, observer",
+    [
+        ("tic_tac_toe", True),
+        ("tic_tac_toe", False),
+        ("connect_four", True),
+        ("pig", True),
+        ("2048", True),
+        ("catch", True),
+    ],
+)
+def test_fast_path_is_bit_identical_to_step(game, observer):
+    """step_into/reset_into write exactly what step/reset return, across episode ends and forced resets."""
+    plain, fast = make(game, seed=4), make(game, seed=4)
+    if not observer:
+        plain, fast = _no_observer(plain), _no_observer(fast)
+    batch, index = _Batch(fast.spec), 1
+    rng = np.random.default_rng(0)
+    out = plain.reset()
+    assert fast.reset_into(None, batch, index) is None
+    _assert_bitwise(batch.row(index), out, "reset")
+    episode_ends = 0
+    for t in range(400):
+        is_last = bool(out.is_last) or rng.random() < 0.01  # now and then a reset mid-episode
+        action = int(rng.choice(np.flatnonzero(out.legal_actions)))
+        out = plain.step(action, is_last)
+        fast.step_into(action, is_last, batch, index)
+        _assert_bitwise(batch.row(index), out, f"step {t}")
+        episode_ends += bool(out.is_last)
+        if t % 37 == 0:
+            _assert_same_snapshot(fast.get_state(), plain.get_state(), f"snapshot at step {t}")
+    assert episode_ends >= 2
+    # The other rows were never touched.
+    assert (batch.obs[[0, 2]] == -7.5).all() and (batch.to_play[[0, 2]] == 7).all()
+    # reset_into with a seed equals reset with that seed.
+    out = plain.reset(seed=11)
+    fast.reset_into(11, batch, index)
+    _assert_bitwise(batch.row(index), out, "reseeded")
+
+
+def test_fast_path_errors_are_the_same_and_change_nothing():
+    plain, fast = make("tic_tac_toe"), make("tic_tac_toe")
+    batch = _Batch(fast.spec)
+    plain.reset()
+    fast.reset_into(None, batch, 0)
+    plain.step(5, False)
+    fast.step_into(5, False, batch, 0)
+    before = batch.row(0)
+    for action in [5, DUMMY_ACTION, 10, -1]:
+        with pytest.raises(IllegalActionError) as expected:
+            plain.step(action, False)
+        with pytest.raises(IllegalActionError) as got:
+            fast.step_into(action, False, batch, 0)
+        assert str(got.value) == str(expected.value)
+        _assert_bitwise(batch.row(0), before, f"after illegal {action}")
+    # Play on to the end; stepping past it without is_last is refused the same way.
+    for action in [1, 3, 2, 7]:  # o takes cell 0, x 2, o 1, x 6: x wins on the diagonal 2-4-6
+        out = plain.step(action, False)
+        fast.step_into(action, False, batch, 0)
+        _assert_bitwise(batch.row(0), out)
+    assert out.is_last
+    with pytest.raises(IllegalActionError, match="pass is_last=True") as expected:
+        plain.step(DUMMY_ACTION, False)
+    with pytest.raises(IllegalActionError) as got:
+        fast.step_into(DUMMY_ACTION, False, batch, 0)
+    assert str(got.value) == str(expected.value)
+
+
+def test_fast_path_mixes_with_step_and_snapshots():
+    """Switching between step, step_into, other rows and snapshots plays one consistent game."""
+    reference, env = make("pig", seed=2), make("pig", seed=2)
+    batch = _Batch(env.spec)
+    rng = np.random.default_rng(3)
+    out = reference.reset()
+    env.reset_into(None, batch, 2)
+    for t in range(160):
+        action = int(rng.choice(np.flatnonzero(out.legal_actions)))
+        is_last = bool(out.is_last)
+        before = reference.get_state()
+        out = reference.step(action, is_last)
+        kind = t % 4
+        if kind == 0:  # the plain path after the fast one
+            _assert_bitwise(env.step(action, is_last), out, f"step {t}")
+        elif kind == 1:  # the fast path after the plain one
+            env.step_into(action, is_last, batch, 2)
+            _assert_bitwise(batch.row(2), out, f"step_into {t}")
+        elif kind == 2:  # a row of another batch; a refused action there loses nothing
+            batch = _Batch(env.spec)
+            if not is_last:
+                with pytest.raises(IllegalActionError):
+                    env.step_into(DUMMY_ACTION, False, batch, 0)
+                _assert_same_snapshot(env.get_state(), before, f"refused {t}")
+            env.step_into(action, is_last, batch, 0)
+            _assert_bitwise(batch.row(0), out, f"moved {t}")
+        else:  # a snapshot of the rows restores into a fresh env that goes on with step_into
+            snapshot = env.get_state()
+            _assert_same_snapshot(snapshot, before, f"snapshot {t}")
+            env = make("pig")
+            env.set_state(snapshot)
+            env.step_into(action, is_last, batch, 1)
+            _assert_bitwise(batch.row(1), out, f"restored {t}")

@@ -11,7 +11,7 @@ import pytest
 
 import conformance
 from moozi.envs import gym as gym_bridge
-from moozi.envs import minatar
+from moozi.envs import minatar, openspiel
 from moozi.envs.base import DUMMY_ACTION, StepOutput
 from moozi.envs.vector import VectorEnv
 from moozi.errors import IllegalActionError, MooziError, UnknownGameError
@@ -195,3 +195,80 @@ def test_garbage_collection_cleans_up_even_with_views_alive():
     assert [p.exitcode for p in processes] == [0, 0]
     assert not shm.exists()
     assert out.obs.shape == (2, 1, 1, 4) and np.isfinite(out.obs).all()  # the view stays readable
+
+
+# ------------------------------------- the OpenSpiel fast path (step_into/reset_into)
+class _PlainOpenSpiel:
+    """An OpenSpiel env without the fast path: VectorEnv falls back to step()/reset()."""
+
+    def __init__(self, game: str):
+        self._env = openspiel.make(game)
+        self.spec = self._env.spec
+        self.reset, self.step, self.close = self._env.reset, self._env.step, self._env.close
+        self.get_state, self.set_state = self._env.get_state, self._env.set_state
+
+
+def _assert_bitwise(a: list[StepOutput], b: list[StepOutput]) -> None:
+    _assert_same(a, b)
+    for t, (x, y) in enumerate(zip(a, b)):
+        for field in StepOutput._fields:
+            assert np.asarray(getattr(x, field)).tobytes() == np.asarray(getattr(y, field)).tobytes(), (t, field)
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four", "pig"])
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_openspiel_fast_path_equals_single_envs(game, num_processes):
+    make_env = functools.partial(openspiel.make, game)
+    with VectorEnv(make_env, num_envs=5, num_processes=num_processes, seed=10) as vec:
+        if num_processes == 1:
+            assert vec._local.fast
+        batched = _run_batched(vec, num_steps=150, seed=0)
+    with VectorEnv(functools.partial(_PlainOpenSpiel, game), num_envs=5, num_processes=1, seed=10) as vec:
+        assert not vec._local.fast
+        plain = _run_batched(vec, num_steps=150, seed=0)
+    expected = _run_singles(make_env, 5, base_seed=10, num_steps=150, seed=0)  # env.step, one env at a time
+    _assert_bitwise(batched, expected)
+    _assert_bitwise(plain, expected)
+    assert np.stack([o.is_last for o in batched]).sum() >= 3  # episode ends were crossed
+
+
+@pytest.mark.parametrize(
+    "make_env", [functools.partial(openspiel.make, "tic_tac_toe"), functools.partial(_PlainOpenSpiel, "tic_tac_toe")]
+)
+def test_openspiel_errors_are_the_same_on_both_paths(make_env):
+    with VectorEnv(make_env, num_envs=3, num_processes=1, seed=0) as vec:
+        view = vec.reset()
+        out = _copy(vec.step(np.array([5, 5, 5]), view.is_last))  # x takes the centre everywhere
+        with pytest.raises(IllegalActionError) as info:
+            vec.step(np.array([1, 5, DUMMY_ACTION]), out.is_last)
+        assert str(info.value) == "action 5 is illegal in openspiel:tic_tac_toe; legal: [1, 2, 3, 4, 6, 7, 8, 9]"
+        after = _copy(view)
+        for field in StepOutput._fields:  # slots 1 and 2 failed and keep their outputs; slot 0 stepped
+            np.testing.assert_array_equal(getattr(after, field)[1:], getattr(out, field)[1:])
+        assert after.to_play.tolist() == [0, 1, 1] and not after.legal_actions[0, 1]
+        assert vec.reset(seed=0).is_first.all()
+
+
+def test_openspiel_snapshots_of_the_fast_path_resume_exactly():
+    """VectorEnv.get_state reads the last outputs out of the batch rows; set_state continues from them."""
+    make_env = functools.partial(openspiel.make, "pig")
+    rng = np.random.default_rng(5)
+    with VectorEnv(make_env, num_envs=4, seed=1) as vec, VectorEnv(
+        functools.partial(_PlainOpenSpiel, "pig"), num_envs=4, seed=1
+    ) as plain:
+        out, ref = vec.reset(), plain.reset()
+        for _ in range(30):
+            actions = _random_actions(rng, out.legal_actions)
+            out, ref = vec.step(actions, out.is_last), plain.step(actions, ref.is_last)
+        snapshot = vec.get_state()
+        expected = plain.get_state()
+        assert sorted(snapshot) == sorted(expected)
+        for key in snapshot:
+            assert snapshot[key].dtype == expected[key].dtype and snapshot[key].tobytes() == expected[key].tobytes()
+        kept = _copy(out)
+        actions = _random_actions(rng, kept.legal_actions)
+        later = _copy(vec.step(actions, kept.is_last))
+    with VectorEnv(make_env, num_envs=4, seed=99) as resumed:
+        resumed.reset()
+        resumed.set_state(snapshot)
+        _assert_bitwise([_copy(resumed.step(actions, kept.is_last))], [later])

@@ -13,6 +13,12 @@ Protocol settings (docs/envs.md):
   RNG, so the agent never sees them and an episode is reproducible from the seed.
 - Turns need not alternate (e.g. `pig`, `dots_and_boxes`): `to_play` is always
   right, but a search using a constant discount of -1 per ply is not.
+
+Fast path for `moozi.envs.vector.VectorEnv`: `step_into` / `reset_into` do what
+`step` / `reset` do but write the observation and the legal-action mask straight
+into row `index` of the batch arrays and return the four scalars as plain
+Python values, so no per-step StepOutput, numpy scalars or copies are built.
+The outputs are bit-identical to those of `step` / `reset`; errors are the same.
 """
 
 from __future__ import annotations
@@ -139,17 +145,33 @@ class OpenSpielEnv:
             action_names=None,
         )
         self._observer = _default_observer(self.game)
+        self._set_from = None  # the fast path's observer call (None: observation_tensor)
         if self._observer is not None:
             view = self._observer.tensor.reshape(self._reshape)
             self._obs_view = view.transpose(1, 2, 0) if self._channels_first else view
+            # The C++ method itself where the Python wrapper exposes it: one call less per step.
+            inner = getattr(self._observer, "_observation", None)
+            self._set_from = getattr(inner, "set_from", None) or self._observer.set_from
         self._dense_mask = self._env_actions <= _DENSE_MASK_MAX_ACTIONS
         self._last_mask = np.zeros(self.spec.num_actions, bool)
         self._last_mask[DUMMY_ACTION] = True
+        self._last_mask_bytes = self._last_mask.tobytes()
+        self._num_actions = self.spec.num_actions
+        self._one_player = self._num_players == 1
         self._deterministic = self.game.get_type().chance_mode == _Type.ChanceMode.DETERMINISTIC
         self._rng = np.random.default_rng(seed)
         self.state: pyspiel.State = self.game.new_initial_state()
         self._returns = None  # the acting player's return before the current ply (reward-per-step games)
+        # The last output lives in one of two places: after `step`/`reset` in
+        # `_last`; after `step_into`/`reset_into` in the bound batch rows, and
+        # `_last` is None. `_last_output()` reads it from either.
         self._last: StepOutput | None = None
+        # The last output's legal-action mask, None before the first reset: a bool
+        # array, or (fast path) the same mask as bytes, which index faster.
+        self._legal: np.ndarray | bytes | None = None
+        self._mover: int | None = None  # current_player() at the last output's state
+        self._sink = None  # the batch buffers `step_into` last wrote, with their row views
+        self._sink_index = -1
 
     # ----------------------------------------------------------------- stepping
     def reset(self, seed: int | None = None) -> StepOutput:
@@ -159,14 +181,14 @@ class OpenSpielEnv:
         self._resolve_chance()
         if not self._terminal_rewards_only:
             self._returns = self.state.returns()
-        self._last = self._output(is_first=True, reward=0.0, actor=None)
+        self._set_last(self._output(is_first=True, reward=0.0, actor=None))
         return self._last
 
     def step(self, action: int, is_last: bool) -> StepOutput:
-        if is_last or self._last is None:
+        if is_last or self._legal is None:
             return self.reset()
         action = int(action)
-        mask = self._last.legal_actions
+        mask = self._legal
         if not 0 < action < self.spec.num_actions or not mask[action]:
             raise self._illegal(action, mask)
         actor = self.state.current_player()
@@ -179,11 +201,148 @@ class OpenSpielEnv:
             returns = self.state.returns()
             reward = returns[actor] - self._returns[actor]
             self._returns = returns
-        self._last = self._output(is_first=False, reward=reward, actor=actor)
+        self._set_last(self._output(is_first=False, reward=reward, actor=actor))
         return self._last
 
     def close(self) -> None:
+        self._set_last(None)
+        self._sink = None
+
+    # ------------------------------------------------- fast path for VectorEnv
+    def reset_into(self, seed: int | None, buffers, index: int) -> None:
+        """`reset(seed)`, its output written into row `index` of `buffers` (see `step_into`)."""
+        if buffers is not self._sink or index != self._sink_index:
+            self._bind(buffers, index)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.state = self.game.new_initial_state()
+        self._resolve_chance()
+        if not self._terminal_rewards_only:
+            self._returns = self.state.returns()
+        self._write_row(True, 0.0, None)
+
+    def step_into(self, action: int, is_last: bool, buffers, index: int) -> None:
+        """`step(action, is_last)`, its output written into row `index` of the batch arrays.
+
+        `buffers` has the StepOutput fields as C-contiguous writable arrays with
+        a leading batch axis (`obs` float32, `is_first`, `is_last` and
+        `legal_actions` bool, `reward` float32, `to_play` int32), as
+        `moozi.envs.vector.VectorEnv` keeps them; `action` is a Python int.
+        Row `index` then holds exactly what `step` would have returned. An
+        illegal action raises `IllegalActionError` (the same message as `step`)
+        and leaves the row and the env as they were.
+        """
+        if buffers is not self._sink or index != self._sink_index:
+            self._bind(buffers, index)
+        legal = self._legal
+        if is_last or legal is None:
+            return self.reset_into(None, buffers, index)
+        if not 0 < action < self._num_actions or not legal[action]:
+            raise self._illegal(action, legal)
+        state = self.state
+        actor = self._mover  # state.current_player(), read when the last output was made
+        state.apply_action(action - 1)
+        if not self._deterministic:
+            self._resolve_chance()
+        is_last = state.is_terminal()
+        if self._terminal_rewards_only:
+            reward = state.returns()[actor] if is_last else 0.0
+        else:
+            returns = state.returns()
+            reward = returns[actor] - self._returns[actor]
+            self._returns = returns
+        # `_write_row`, inlined (a call is a noticeable share of a tic-tac-toe step): keep the two in step.
+        if is_last:
+            legal = self._last_mask_bytes
+            to_play = SINGLE_AGENT if self._one_player else 1 - actor
+        else:
+            legal = b"\x00" + bytes(state.legal_actions_mask()) if self._dense_mask else self._legal_bytes(state)
+            self._mover = mover = state.current_player()
+            to_play = SINGLE_AGENT if self._one_player else mover
+        if self._set_from is not None:
+            self._set_from(state, to_play if to_play > 0 else 0)
+            self._obs_row[...] = self._obs_view
+        else:
+            self._obs_row[...] = self._observe(state, to_play if to_play > 0 else 0)
+        rows = self._rows
+        rows[0][:] = legal
+        rows[1][0] = False
+        rows[2][0] = is_last
+        rows[3][0] = reward if reward != 0.0 else 0.0  # as `_output`: no -0.0
+        rows[4][0] = to_play
+        self._legal = legal
+        self._last = None  # the last output is in the rows now
+
+    def _write_row(self, is_first: bool, reward: float, actor: int | None) -> None:
+        """`_output`, written into the bound rows (`step_into` has a copy of this inlined)."""
+        state = self.state
+        is_last = state.is_terminal()
+        if is_last:
+            legal = self._last_mask_bytes
+            # Nobody moves at a terminal state: report the player who would move next.
+            to_play = SINGLE_AGENT if self._one_player else (1 - actor if actor is not None else 0)
+        else:
+            legal = b"\x00" + bytes(state.legal_actions_mask()) if self._dense_mask else self._legal_bytes(state)
+            self._mover = mover = state.current_player()
+            to_play = SINGLE_AGENT if self._one_player else mover
+        if self._set_from is not None:
+            self._set_from(state, to_play if to_play > 0 else 0)
+            self._obs_row[...] = self._obs_view
+        else:
+            self._obs_row[...] = self._observe(state, to_play if to_play > 0 else 0)
+        rows = self._rows
+        rows[0][:] = legal
+        rows[1][0] = is_first
+        rows[2][0] = is_last
+        rows[3][0] = reward if reward != 0.0 else 0.0
+        rows[4][0] = to_play
+        self._legal = legal
         self._last = None
+
+    def _legal_bytes(self, state: pyspiel.State) -> bytes:
+        return self._legal_mask(state).tobytes()
+
+    def _bind(self, buffers, index: int) -> None:
+        """Views of row `index` of the batch arrays, which `step_into` fills."""
+        if self._last is None and self._legal is not None:
+            self._last = self._last_output()  # moving to other rows: keep the last output
+        obs_row = buffers.obs[index]
+        if obs_row.shape != self.spec.obs_shape or obs_row.dtype != np.float32:
+            raise ValueError(f"an obs row of {obs_row.dtype} {obs_row.shape} does not fit {self.spec.name}")
+        fields = [("legal_actions", np.bool_), ("is_first", np.bool_), ("is_last", np.bool_)]
+        fields += [("reward", np.float32), ("to_play", np.int32)]
+        rows = []
+        for name, dtype in fields:
+            array = getattr(buffers, name)
+            if array.dtype != dtype or not array.flags.c_contiguous or not array.flags.writeable:
+                raise ValueError(f"step_into needs a C-contiguous writable {np.dtype(dtype)} {name} array")
+            # memoryviews take Python bools, ints, floats and bytes without a numpy call.
+            view = memoryview(array[index] if name == "legal_actions" else array[index : index + 1])
+            rows.append(view.cast("B") if dtype is np.bool_ else view)
+        if len(rows[0]) != self._num_actions or rows[3].format != "f" or rows[4].format != "i":
+            raise ValueError(f"batch arrays of {buffers.legal_actions.shape[1:]} actions do not fit {self.spec.name}")
+        self._obs_row = obs_row
+        self._rows = rows  # legal_actions, is_first, is_last, reward, to_play of row `index`
+        self._sink, self._sink_index = buffers, index
+
+    def _set_last(self, out: StepOutput | None) -> None:
+        self._last = out
+        self._legal = None if out is None else out.legal_actions
+        self._mover = None if out is None else self.state.current_player()
+
+    def _last_output(self) -> StepOutput | None:
+        """The last output, wherever it lives (copied out of the batch rows after `step_into`)."""
+        if self._last is not None or self._legal is None:
+            return self._last
+        sink, i = self._sink, self._sink_index
+        return StepOutput(
+            obs=self._obs_row.copy(),
+            is_first=_TRUE if sink.is_first[i] else _FALSE,
+            is_last=_TRUE if sink.is_last[i] else _FALSE,
+            reward=_ZERO if sink.reward[i] == 0.0 else np.float32(sink.reward[i]),
+            legal_actions=np.frombuffer(bytearray(self._legal), bool),
+            to_play=_PLAYERS[int(sink.to_play[i])],
+        )
 
     # ------------------------------------------------- snapshots and other states
     def step_output_at(self, state: pyspiel.State) -> StepOutput:
@@ -202,8 +361,9 @@ class OpenSpielEnv:
             "rng": np.frombuffer(json.dumps(self._rng.bit_generator.state).encode(), np.uint8),
             "returns": np.asarray(self._returns if self._returns is not None else [], np.float64),
         }
-        if self._last is not None:
-            snapshot.update({f"last_{k}": np.asarray(v) for k, v in self._last._asdict().items()})
+        last = self._last_output()
+        if last is not None:
+            snapshot.update({f"last_{k}": np.asarray(v) for k, v in last._asdict().items()})
         return snapshot
 
     def set_state(self, snapshot: dict[str, np.ndarray]) -> None:
@@ -212,9 +372,9 @@ class OpenSpielEnv:
         returns = np.asarray(snapshot["returns"])
         self._returns = list(returns) if returns.size else None
         if "last_obs" in snapshot:
-            self._last = StepOutput(**{k: np.asarray(snapshot[f"last_{k}"]) for k in StepOutput._fields})
+            self._set_last(StepOutput(**{k: np.asarray(snapshot[f"last_{k}"]) for k in StepOutput._fields}))
         else:
-            self._last = None
+            self._set_last(None)
 
     # ------------------------------------------------------------- for humans
     def render(self) -> str:
@@ -274,7 +434,9 @@ class OpenSpielEnv:
         obs = np.asarray(state.observation_tensor(player), np.float32).reshape(self._reshape)
         return obs.transpose(1, 2, 0).copy() if self._channels_first else obs
 
-    def _illegal(self, action: int, mask: np.ndarray) -> IllegalActionError:
+    def _illegal(self, action: int, mask: np.ndarray | bytes) -> IllegalActionError:
+        if isinstance(mask, bytes):
+            mask = np.frombuffer(mask, bool)
         legal = np.flatnonzero(mask).tolist()
         if mask[DUMMY_ACTION]:
             why = "the episode has ended; pass is_last=True to start the next one"

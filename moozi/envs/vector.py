@@ -120,12 +120,22 @@ class _Buffers:
 
 
 class _Slice:
-    """Envs [lo, hi) of the batch, writing their outputs into the batch buffers in place."""
+    """Envs [lo, hi) of the batch, writing their outputs into the batch buffers in place.
+
+    Bridges with the optional fast path (OpenSpiel's), `step_into(action,
+    is_last, buffers, index)` and `reset_into(seed, buffers, index)`, write
+    their output into row `index` of the batch arrays themselves, with no
+    StepOutput or numpy scalars built per step; other bridges go through `step()`.
+    """
 
     def __init__(self, envs: Sequence[Env], lo: int):
         self.envs = list(envs)
         self.lo, self.hi = lo, lo + len(self.envs)
         self.bufs: _Buffers | None = None
+        self.fast = all(
+            callable(getattr(env, "step_into", None)) and callable(getattr(env, "reset_into", None))
+            for env in self.envs
+        )
 
     def _write(self, i: int, out: StepOutput) -> None:
         b = self.bufs
@@ -137,6 +147,11 @@ class _Slice:
         b.to_play[i] = out.to_play
 
     def reset(self, seed: int | None) -> None:
+        if self.fast:
+            b = self.bufs
+            for i, env in enumerate(self.envs, self.lo):
+                env.reset_into(None if seed is None else seed + i, b, i)
+            return
         for j, env in enumerate(self.envs):
             i = self.lo + j
             self._write(i, env.reset(seed=None if seed is None else seed + i))
@@ -148,6 +163,13 @@ class _Slice:
         actions = b.actions[lo:hi].tolist()
         is_last = b.step_is_last[lo:hi].tolist()
         error = None
+        if self.fast:
+            for env, action, last, i in zip(self.envs, actions, is_last, range(lo, hi)):
+                try:
+                    env.step_into(action, last, b, i)
+                except Exception as err:  # noqa: BLE001 - handed to the caller of VectorEnv.step
+                    error = error or err
+            return error
         for j, env in enumerate(self.envs):
             try:
                 out = env.step(actions[j], is_last[j])

@@ -66,8 +66,11 @@ def example_stacked_obs(config: Config, spec: EnvSpec, batch_size: int = 1):
 
 
 def greedy_planner_config(config: PlannerConfig) -> PlannerConfig:
-    """The testing worker's and evaluation's search: no root noise, argmax action."""
-    return dataclasses.replace(config, dirichlet_fraction=0.0, temperature=0.0)
+    """The testing worker's and evaluation's search: no root noise, argmax action.
+
+    Gumbel MuZero's root noise is its Gumbel sample, so gumbel_scale goes to 0 too
+    (otherwise the "greedy" agent samples its moves)."""
+    return dataclasses.replace(config, dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
 
 
 def reanalyze_planner_config(config: PlannerConfig) -> PlannerConfig:

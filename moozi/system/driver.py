@@ -132,7 +132,8 @@ class Driver:
         train_state = get(self.learner.call("get_state"))
         arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
         for i, worker in enumerate(self.workers):
-            arrays.update({f"worker{i}/{k}": v for k, v in get(worker.call("state_dict")).items()})
+            state = self._worker_get(i, worker.call("state_dict"), "state_dict")
+            arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
         meta = self._meta()
         if window is not None:
             # The metrics of updates since the last log line: a resumed run logs the same averages.
@@ -275,21 +276,21 @@ class Driver:
             self.logger.close()
 
     def _rollout_results(self, futures, params_ref, version) -> list:
-        """The rollout results of this iteration. A training worker whose process died is replaced
-        (same index, fresh envs) and its rollout redone with the same parameter version: what the
-        dead one had not returned is dropped whole, so no step is counted twice or half-written."""
-        results = []
-        for i, future in enumerate(futures):
-            try:
-                results.append(self._backend.get(future))
-            except RoleDiedError as e:
-                if e.role != self.workers[i].name:
-                    raise
-                print(f"{e.role} died; a replacement redoes its rollout", file=sys.stderr)
-                self.workers[i] = self._backend.restart(self.workers[i])
-                retry = self.workers[i].call("run", params_ref, self.config.train.rollout_steps, version)
-                results.append(self._backend.get(retry))
-        return results
+        steps = self.config.train.rollout_steps
+        return [self._worker_get(i, f, "run", params_ref, steps, version) for i, f in enumerate(futures)]
+
+    def _worker_get(self, i: int, future, method: str, *args):
+        """The value of training worker i's `future` (a call of `method` with `args`). If the worker's
+        process died, a replacement (same index, fresh envs) makes the call again: what the dead one
+        had not returned is dropped whole, so no step is counted twice or half-written."""
+        try:
+            return self._backend.get(future)
+        except RoleDiedError as e:
+            if e.role != self.workers[i].name:
+                raise
+            print(f"{e.role} died; a replacement takes its place", file=sys.stderr)
+            self.workers[i] = self._backend.restart(self.workers[i])
+            return self._backend.get(self.workers[i].call(method, *args))
 
     def _mean_episode_length(self, window) -> int:
         return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)
