@@ -243,6 +243,46 @@ def bench_game(game: Game, num_envs: int, num_steps: int, rounds: int, processes
     return result
 
 
+# Presets whose acting step the cheap games' env step is compared with (issue 2: under 5%).
+ACTING_PRESETS = {"minatar_breakout": "breakout", "cartpole": "cartpole"}
+
+
+def acting_ms_per_step(preset: str, num_envs: int, repeats: int = 5) -> float:
+    """Milliseconds of one acting step (history + inference + search) of B envs at the preset's simulations."""
+    import jax
+
+    from moozi.config import build_config
+    from moozi.core.acting import make_act_fn
+    from moozi.core.learner import init_train_state
+    from moozi.history import init_history
+    from moozi.system.components import build_network, env_spec, example_stacked_obs, seed_key
+    from moozi.system.rollout import make_vector_env
+
+    config = build_config(preset)
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    state = init_train_state(network, config.optimizer, seed_key(0, 0), example_stacked_obs(config, spec))
+    params = {"params": state.params, "batch_stats": state.batch_stats}
+    act = make_act_fn(network, config.planner, spec, config.targets.history_length)
+    env = make_vector_env(config, num_envs, seed=0)
+    try:
+        step = env.reset()
+        history = init_history(num_envs, config.targets.history_length, spec.obs_shape)
+        last = np.zeros(num_envs, np.int32)
+        key = jax.random.key(0)
+        history, out = act(params, history, step, last, key)  # compile
+        jax.block_until_ready(out)
+        best = float("inf")
+        for i in range(repeats):
+            start = time.perf_counter()
+            history, out = act(params, history, step, last, jax.random.fold_in(key, i))
+            jax.block_until_ready(out)
+            best = min(best, time.perf_counter() - start)
+        return 1e3 * best
+    finally:
+        env.close()
+
+
 def _table(results: dict, processes: list[int]) -> str:
     columns = ["raw/s", "single/s"] + [f"P={p}/s" for p in processes] + [f"ms/step P={p}" for p in processes]
     columns += ["overhead P=1", "P=2/P=1"]
@@ -254,6 +294,13 @@ def _table(results: dict, processes: list[int]) -> str:
         cells.append(f"{100 * r['overhead_p1']:13.1f}%" if "overhead_p1" in r else f"{'-':>14}")
         cells.append(f"{r['speedup_p2_over_p1']:13.2f}x" if "speedup_p2_over_p1" in r else f"{'-':>14}")
         lines.append(f"{label:<18}" + "".join(cells))
+    for label, r in results.items():
+        if "acting_ms_per_batch_step" in r:
+            lines.append(
+                f"{label}: one VectorEnv step (P=1) {r['p1_ms_per_batch_step']:.2f} ms = "
+                f"{100 * r['env_step_share_of_acting']:.1f}% of one acting step of the same batch "
+                f"({r['acting_ms_per_batch_step']:.1f} ms at the preset's simulations)"
+            )
     return "\n".join(lines)
 
 
@@ -277,6 +324,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"benchmarking {game.label}: B={args.num_envs}, {num_steps} batch steps a round", file=sys.stderr)
         rounds = args.rounds if args.rounds is not None else (2 if args.quick else 3)
         results[game.label] = bench_game(game, args.num_envs, num_steps, rounds, processes)
+        if game.label in ACTING_PRESETS and 1 in processes:
+            acting_ms = acting_ms_per_step(ACTING_PRESETS[game.label], args.num_envs)
+            results[game.label]["acting_ms_per_batch_step"] = acting_ms
+            results[game.label]["env_step_share_of_acting"] = results[game.label]["p1_ms_per_batch_step"] / acting_ms
     print(_table(results, processes))
     report = {
         "benchmark": "envs",

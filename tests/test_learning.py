@@ -1,7 +1,10 @@
 """The learning regression: tic-tac-toe trained for a few minutes beats a random player.
 
 Bounded by wall-clock time (like muzero-general's CI cartpole check), so a
-slower machine trains less; the threshold leaves room for that.
+slower machine trains less. "Beats" means it does not lose: even exact
+minimax play wins only ~87% of games against a random player (the rest are
+draws; measured with `moozi.evaluation`), so the bar is at most 10 losses in
+100 games, both seats, with wins far ahead of losses.
 """
 
 import pytest
@@ -24,4 +27,5 @@ def test_tic_tac_toe_beats_random_after_a_few_minutes(tmp_path):
         driver.close()
     assert summary["updates"] > 0
     result = evaluate(load_agent(tmp_path / "run"), "tic_tac_toe", "random", num_games=100, seed=123)
-    assert result.wins >= 90, result.format_table()
+    assert result.losses <= 10, result.format_table()
+    assert result.wins >= 70, result.format_table()

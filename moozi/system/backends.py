@@ -8,8 +8,11 @@ wraps them only here, at launch (STYLE: workers that don't know about Ray).
 The Ray backend
 ---------------
 * `backend.ray_address` unset: a local Ray instance, started by the driver
-  and stopped by `shutdown()`. Set: join that cluster (`ray.init(address=)`),
-  leaving it running afterwards.
+  and stopped by `shutdown()`. Set: join that cluster (`ray.init(address=)`,
+  after checking in 5 s that something listens at a `host:port` address) and
+  leave it running afterwards; the roles' actors end with the driver. A
+  cluster with Ray's token authentication needs `RAY_AUTH_MODE=token` (and
+  its token) in the driver's environment, as for any Ray client.
 * Local instance, network: every listener (GCS, raylet, object manager,
   agents, the driver's and actors' gRPC servers, the dashboard if enabled)
   binds to `backend.bind_host`, 127.0.0.1 by default; nothing listens beyond
@@ -132,6 +135,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> str | None:
+    """The host of a `host:port` (or `ray://host:port`) address after checking that something
+    listens there; Ray itself would retry for minutes. None for other forms (e.g. `auto`)."""
+    import socket
+
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    host = host.strip("[]")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise MooziError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
+    return host
+
+
 class RayBackend:
     kind = "ray"
 
@@ -147,7 +172,15 @@ class RayBackend:
         self._owns_ray = False  # this backend called ray.init, so shutdown() calls ray.shutdown()
         self._closed = False
         if not ray.is_initialized() and config.ray_address:
-            ray.init(address=config.ray_address, log_to_driver=False, configure_logging=False)
+            host = _check_reachable(config.ray_address)
+            if host is not None and _is_loopback(host):
+                self._single_machine_mode()  # else Ray would dial the machine's outward address
+            try:
+                ray.init(address=config.ray_address, log_to_driver=False, configure_logging=False)
+            except (ConnectionError, RuntimeError) as e:
+                self._restore_env()
+                hint = "" if os.environ.get("RAY_AUTH_MODE") else "; a cluster with token authentication also needs RAY_AUTH_MODE=token"
+                raise MooziError(f"cannot join the Ray cluster at {config.ray_address}: {_first_line(e)}{hint}") from None
             self._owns_ray = True
         # Otherwise the local instance starts at the first use of a role, sized for all roles started by then.
 
@@ -187,6 +220,18 @@ class RayBackend:
             self._saved_env[key] = os.environ.get(key)
         os.environ[key] = value
 
+    def _single_machine_mode(self) -> None:
+        """Keeps loopback addresses loopback: Ray on Linux resolves 127.0.0.1 / localhost to the
+        machine's outward address unless in its single-machine mode, which it reads from this
+        variable at import (child processes) and from `ray_constants` (this process). Undone by
+        `shutdown()`."""
+        from ray._private import ray_constants
+
+        self._set_env("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        if self._saved_cluster_flag is None:
+            self._saved_cluster_flag = ray_constants.ENABLE_RAY_CLUSTER
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
     def _init_local(self) -> None:
         config = self.config
         cpus = sum(float(h.spec[2].get("num_cpus", 1.0)) for h in self._handles)
@@ -201,13 +246,7 @@ class RayBackend:
         )
         host = config.bind_host
         if _is_loopback(host):
-            # Ray resolves a loopback node address to the outward one unless in single-machine mode,
-            # which it reads from this variable at import (children) and from ray_constants (this process).
-            from ray._private import ray_constants
-
-            self._set_env("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            self._saved_cluster_flag = ray_constants.ENABLE_RAY_CLUSTER
-            ray_constants.ENABLE_RAY_CLUSTER = False
+            self._single_machine_mode()
             kwargs["_node_ip_address"] = "127.0.0.1"
         elif host not in ("0.0.0.0", "::", ""):
             kwargs["_node_ip_address"] = host
@@ -237,9 +276,8 @@ class RayBackend:
             return self.ray.get(futures)
         except RayActorError as e:
             role = self._names.get(getattr(e, "actor_id", None) or "", "a role")
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RoleDiedError(
-                role, f"{role} died (its Ray actor is gone: {first[:200]}); the last checkpoint is intact, continue with --resume"
+                role, f"{role} died (its Ray actor is gone: {_first_line(e)}); the last checkpoint is intact, continue with --resume"
             ) from None
         except RayTaskError as e:
             # An error raised inside a role: the same one-line error the inline backend would raise.
@@ -277,15 +315,20 @@ class RayBackend:
             if self._owns_ray:
                 ray.shutdown()
         finally:
-            for key, value in self._saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            if self._saved_cluster_flag is not None:
-                from ray._private import ray_constants
+            self._restore_env()
 
-                ray_constants.ENABLE_RAY_CLUSTER = self._saved_cluster_flag
+    def _restore_env(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+        if self._saved_cluster_flag is not None:
+            from ray._private import ray_constants
+
+            ray_constants.ENABLE_RAY_CLUSTER = self._saved_cluster_flag
+            self._saved_cluster_flag = None
 
 
 def make_backend(kind: str, config: BackendConfig):
