@@ -248,3 +248,19 @@ class LossTest(parameterized.TestCase):
 def test_loss_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         LossConfig().value_coef = 1.0  # type: ignore[misc]
+
+
+def test_cosine_distance_gradient_is_finite_for_zero_vectors():
+    """An all-zero hidden state (min-max scaling of a constant one) must not make NaN gradients."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from moozi.core.loss import cosine_distance
+
+    a = jnp.asarray([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])
+    b = jnp.asarray([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    grads = jax.grad(lambda x, y: jnp.sum(cosine_distance(x, y)), argnums=(0, 1))(a, b)
+    assert all(np.isfinite(np.asarray(g)).all() for g in grads)
+    np.testing.assert_allclose(cosine_distance(a, b), [1.0, 1.0])
+    np.testing.assert_allclose(cosine_distance(jnp.asarray([[1.0, 2.0]]), jnp.asarray([[2.0, 4.0]])), [0.0], atol=1e-6)

@@ -81,10 +81,15 @@ def scale_gradient(x, scale: float):
 
 
 def cosine_distance(a, b, eps: float = 1e-8):
-    """[B, D], [B, D] -> [B]: 1 - a·b / (|a| |b|)."""
-    dot = jnp.sum(a * b, axis=-1)
-    norm = jnp.sqrt(jnp.sum(a * a, axis=-1) * jnp.sum(b * b, axis=-1))
-    return 1.0 - dot / jnp.maximum(norm, eps)
+    """[B, D], [B, D] -> [B]: 1 - a·b / (|a| |b|).
+
+    Each vector is normalised with rsqrt(max(|x|², eps²)), never sqrt(|x|²):
+    a hidden state can be all zeros (min-max scaling of a constant one), and
+    the gradient of sqrt at 0 is infinite, which `maximum` turns into NaN.
+    """
+    a_unit = a * jax.lax.rsqrt(jnp.maximum(jnp.sum(a * a, axis=-1, keepdims=True), eps * eps))
+    b_unit = b * jax.lax.rsqrt(jnp.maximum(jnp.sum(b * b, axis=-1, keepdims=True), eps * eps))
+    return 1.0 - jnp.sum(a_unit * b_unit, axis=-1)
 
 
 def _categorical_ce(targets, logits):
