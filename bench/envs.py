@@ -243,6 +243,37 @@ def bench_game(game: Game, num_envs: int, num_steps: int, rounds: int, processes
     return result
 
 
+def _busy_loop(iterations: int) -> None:
+    total = 0
+    for i in range(iterations):
+        total += i
+
+
+def machine_parallel_speedup(iterations: int = 20_000_000) -> float:
+    """How much faster two CPU-bound processes finish side by side than one after the other.
+
+    The ceiling for any P = 2 speed-up on this machine: 2.0 with two free
+    cores, ~1.0 where the cores are shared or the VM is throttled.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    # Both timings include starting the processes, so start-up cancels out.
+    start = time.perf_counter()
+    for _ in range(2):
+        process = context.Process(target=_busy_loop, args=(iterations,))
+        process.start()
+        process.join()
+    serial = time.perf_counter() - start
+    start = time.perf_counter()
+    processes = [context.Process(target=_busy_loop, args=(iterations,)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    return serial / (time.perf_counter() - start)
+
+
 # Presets whose acting step the cheap games' env step is compared with (issue 2: under 5%).
 ACTING_PRESETS = {"minatar_breakout": "breakout", "cartpole": "cartpole"}
 
@@ -336,6 +367,7 @@ def main(argv: list[str] | None = None) -> dict:
         "quick": args.quick,
         "cpu_count": os.cpu_count(),
         "load_average_1min": os.getloadavg()[0],
+        "machine_parallel_speedup": round(machine_parallel_speedup(), 3) if 2 in processes else None,
         "games": {k: {n: round(v, 4) if isinstance(v, float) else v for n, v in r.items()} for k, r in results.items()},
     }
     print(json.dumps(report))

@@ -339,7 +339,14 @@ def _atari_rom(game: str, roms: dict[str, str]) -> str:
 def make_atari(game: str, **options) -> GymEnv:
     """The `atari:` factory: `game` is a ROM id or ALE id; options as in AtariOptions."""
     import ale_py
+    import cv2
     from gymnasium.wrappers import AtariPreprocessing
+
+    # AtariPreprocessing resizes with OpenCV, whose thread pool (one thread per core) costs
+    # more than it saves on one 210x160 frame, and oversubscribes the cores when a VectorEnv
+    # runs P processes of envs: one thread per process scales (Pong, B=64: P=2/P=1 1.25x with
+    # the pool, see bench/envs.py).
+    cv2.setNumThreads(1)
 
     opts, _ = _parse_options(AtariOptions, f"atari:{game}", options)
     roms = _atari_roms()

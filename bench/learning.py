@@ -1,0 +1,147 @@
+"""Time to target: how fast `moozi train` learns, measured on wall-clock time (issue 4).
+
+    python bench/learning.py [--games tic_tac_toe,connect_four,breakout] [--seeds 1] [--quick]
+
+- tic_tac_toe: trains the preset for up to --ttt-minutes, checkpointing every
+  15 s, then evaluates the checkpoints in order against `minimax` (100 games,
+  both seats) and reports the first training time at which the agent lost none.
+- connect_four: trains --c4-minutes, then the win rate against `mcts:1000`.
+- breakout: trains --breakout-minutes, then the mean return over 100 greedy
+  episodes (MinAtar, sticky actions 0.1), at each requested time mark.
+
+"Training time" runs from the moment `moozi train` would start (building the
+roles, compiling included) to the checkpoint. Prints a table, then ONE JSON
+object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoint_minutes: float) -> float:
+    """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
+    from moozi.config import build_config
+    from moozi.system.driver import Driver
+
+    config = build_config(
+        game,
+        overrides={
+            "seed": seed,
+            "train.max_minutes": minutes,
+            "train.checkpoint_every_minutes": checkpoint_minutes,
+            "train.keep_checkpoints": 10_000,
+        },
+    )
+    start = time.monotonic()
+    driver = Driver(config, run_dir, progress=False)
+    setup_seconds = time.monotonic() - start
+    try:
+        driver.run()
+    finally:
+        driver.close()
+    return setup_seconds
+
+
+def _checkpoints(run_dir: pathlib.Path):
+    """(training seconds, path) of every checkpoint, oldest first."""
+    out = []
+    for path in sorted((run_dir / "checkpoints").glob("ckpt-*")):
+        meta = json.loads((path / "meta.json").read_text())
+        out.append((meta["counters"]["elapsed_seconds"], path))
+    return out
+
+
+def tic_tac_toe(seed: int, minutes: float, work: pathlib.Path) -> dict:
+    from moozi.agent import load_agent
+    from moozi.evaluation import evaluate
+
+    run_dir = work / f"ttt-{seed}"
+    setup = _train("tic_tac_toe", minutes, seed, run_dir, checkpoint_minutes=0.25)
+    result = {"seed": seed, "setup_seconds": round(setup, 1), "minutes_to_no_losses_vs_minimax": None, "curve": []}
+    for elapsed, path in _checkpoints(run_dir):
+        agent = load_agent(run_dir, checkpoint=path)
+        vs_minimax = evaluate(agent, "tic_tac_toe", "minimax", 100, seed=seed)
+        minutes_here = (elapsed + setup) / 60
+        result["curve"].append({"minutes": round(minutes_here, 2), "losses_vs_minimax": vs_minimax.losses})
+        if vs_minimax.losses == 0:
+            result["minutes_to_no_losses_vs_minimax"] = round(minutes_here, 2)
+            vs_random = evaluate(agent, "tic_tac_toe", "random", 100, seed=seed)
+            result["at_target_vs_random"] = {"wins": vs_random.wins, "draws": vs_random.draws, "losses": vs_random.losses}
+            break
+    return result
+
+
+def connect_four(seed: int, minutes: float, work: pathlib.Path, games: int) -> dict:
+    from moozi.agent import load_agent
+    from moozi.evaluation import evaluate
+
+    run_dir = work / f"c4-{seed}"
+    setup = _train("connect_four", minutes, seed, run_dir, checkpoint_minutes=max(minutes / 4, 1))
+    elapsed, path = _checkpoints(run_dir)[-1]
+    res = evaluate(load_agent(run_dir, checkpoint=path), "connect_four", "mcts:1000", games, seed=seed)
+    return {"seed": seed, "minutes": round((elapsed + setup) / 60, 2), "win_rate_vs_mcts1000": res.win_rate,
+            "wins": res.wins, "draws": res.draws, "losses": res.losses, "games": games}
+
+
+def breakout(seed: int, minutes: list[float], work: pathlib.Path, episodes: int) -> dict:
+    import numpy as np
+
+    from moozi.agent import load_agent
+
+    run_dir = work / f"breakout-{seed}"
+    setup = _train("breakout", max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2)
+    checkpoints = _checkpoints(run_dir)
+    out = {"seed": seed, "marks": []}
+    for mark in minutes:
+        eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
+        elapsed, path = eligible[-1]
+        agent = load_agent(run_dir, checkpoint=path)
+        returns = [agent.play_episode(seed=seed * 1000 + i) for i in range(episodes)]
+        out["marks"].append({"minutes": round((elapsed + setup) / 60, 2), "mean_return": float(np.mean(returns)),
+                             "episodes": episodes})
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", default="tic_tac_toe,connect_four,breakout")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="tic-tac-toe only, 4 minutes")
+    parser.add_argument("--ttt-minutes", type=float, default=10.0)
+    parser.add_argument("--c4-minutes", type=float, default=60.0)
+    parser.add_argument("--c4-games", type=int, default=100)
+    parser.add_argument("--breakout-minutes", default="30,60")
+    parser.add_argument("--breakout-episodes", type=int, default=100)
+    parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
+    ttt_minutes = 4.0 if args.quick else args.ttt_minutes
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
+    report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work)}
+    for seed in range(args.seeds):
+        if "tic_tac_toe" in games:
+            report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
+        if "connect_four" in games:
+            report.setdefault("connect_four", []).append(connect_four(seed, args.c4_minutes, work, args.c4_games))
+        if "breakout" in games:
+            marks = [float(m) for m in args.breakout_minutes.split(",")]
+            report.setdefault("breakout", []).append(breakout(seed, marks, work, args.breakout_episodes))
+    report["load_average_1min"] = os.getloadavg()[0]
+    for game in ("tic_tac_toe", "connect_four", "breakout"):
+        for row in report.get(game, []):
+            print(game, json.dumps(row), file=sys.stderr)
+    print(json.dumps(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
