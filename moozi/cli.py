@@ -59,7 +59,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _cmd_train(args) -> int:
     from moozi.config import build_config
-    from moozi.config_tools import apply_overrides, parse_set_arguments
+    from moozi.config_tools import parse_set_arguments
     from moozi.system.driver import Driver
 
     overrides = parse_set_arguments(args.overrides)

@@ -6,70 +6,29 @@ import sys
 
 import numpy as np
 import pytest
+from tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
-from moozi.config import build_config
 from moozi.metrics_log import read_metrics
 from moozi.system.driver import Driver
 
-TINY = {
-    "network.mlp_hidden_sizes": "16",
-    "network.mlp_hidden_state_size": "8",
-    "network.head_hidden": "16",
-    "planner.num_simulations": "4",
-    "env.num_envs": "4",
-    "train.batch_size": "8",
-    "train.rollout_steps": "6",
-    "train.updates_per_iteration": "2",
-    "train.log_every_updates": "4",
-    "train.test_every_updates": "8",
-    "train.test_episodes": "4",
-    "replay.min_fill": "40",
-    "replay.capacity": "2000",
-    "targets.num_unroll_steps": "2",
-}
-STEPS_PER_ITERATION = 4 * 6
-
-# Metrics that depend only on the seed and config (not on wall-clock time).
-DETERMINISTIC = (
-    "policy_loss", "value_loss", "reward_loss", "consistency_loss", "l2_loss", "total_loss",
-    "episode_length", "env_steps", "episodes", "policy_version", "replay_size", "replay_mean_priority",
-    "test_win_rate", "test_draw_rate", "test_loss_rate",
-)
-
 
 def _config(max_env_steps, **extra):
-    overrides = dict(TINY, **{"train.max_env_steps": str(max_env_steps)}, **extra)
-    return build_config("tic_tac_toe", overrides=overrides)
-
-
-def _deterministic_rows(run_dir):
-    rows = []
-    for row in read_metrics(run_dir):
-        rows.append({k: row[k] for k in ("step", "role", *DETERMINISTIC) if k in row})
-    return rows
-
-
-def _run(config, run_dir, resume=False):
-    driver = Driver(config, run_dir, resume=resume, progress=False)
-    try:
-        return driver.run()
-    finally:
-        driver.close()
+    return tiny_config(**{"train.max_env_steps": max_env_steps}, **extra)
 
 
 @pytest.mark.slow
 def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
     total = 20 * STEPS_PER_ITERATION
-    whole = _run(_config(total), tmp_path / "whole")
+    whole = run_driver(_config(total), tmp_path / "whole")
     assert whole["env_steps"] == total and whole["updates"] > 8
     assert (tmp_path / "whole" / "config.json").exists()
     assert list((tmp_path / "whole" / "checkpoints").glob("ckpt-*"))
     assert any("test_win_rate" in row for row in read_metrics(tmp_path / "whole"))
 
-    _run(_config(total // 2), tmp_path / "split")
-    resumed = _run(_config(total), tmp_path / "split", resume=True)
+    run_driver(_config(total // 2), tmp_path / "split")
+    resumed = run_driver(_config(total), tmp_path / "split", resume=True)
     assert resumed["env_steps"] == total and resumed["updates"] == whole["updates"]
-    a, b = _deterministic_rows(tmp_path / "whole"), _deterministic_rows(tmp_path / "split")
+    a, b = deterministic_rows(tmp_path / "whole"), deterministic_rows(tmp_path / "split")
     assert len(a) == len(b) > 4
     for row_a, row_b in zip(a, b):
         assert row_a.keys() == row_b.keys()
@@ -78,7 +37,7 @@ def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
             np.testing.assert_allclose(row_a[key], row_b[key], rtol=1e-6, err_msg=f"{key} at step {row_a['step']}")
 
 
-def test_existing_run_needs_resume_and_resume_needs_a_run(tmp_path):
+def test_existing_run_needs_resume_and_resume_needs_arun_driver(tmp_path):
     from moozi.errors import MooziError
 
     with pytest.raises(MooziError, match="no config.json"):

@@ -85,16 +85,6 @@ def table_variables(next_state, reward, value, logits=None, obs_weight=0.0):
     }
 
 
-def bandit_variables(rewards):
-    """State 0 (root) -> state 1 (a sink with zero reward and value) under every action."""
-    num_actions = len(rewards)
-    return table_variables(
-        next_state=np.ones((2, num_actions)),
-        reward=np.stack([np.asarray(rewards, np.float32), np.zeros(num_actions, np.float32)]),
-        value=np.zeros(2),
-    )
-
-
 # Every test shares these shapes and a handful of configs, so the suite compiles few searches.
 NUM_STATES, NUM_ACTIONS, BATCH = 4, 5, 8
 OBS = jnp.zeros((BATCH, 1, 1, 1))

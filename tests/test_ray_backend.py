@@ -22,7 +22,7 @@ from moozi.metrics_log import read_metrics  # noqa: E402
 from moozi.system.backends import RayBackend, RoleDiedError, _is_loopback, make_backend  # noqa: E402
 from moozi.system.driver import Driver  # noqa: E402
 from moozi.system.parameter_optimizer import ParameterOptimizer  # noqa: E402
-from test_driver import TINY, _deterministic_rows  # noqa: E402
+from tiny import TINY, run_driver as _run, deterministic_rows as _deterministic_rows  # noqa: E402
 
 STEPS_PER_WORKER = 4 * 6  # env.num_envs x train.rollout_steps per iteration
 
@@ -38,12 +38,6 @@ def _config(kind, iterations, workers=2, **extra):
     return build_config("tic_tac_toe", overrides=overrides)
 
 
-def _run(config, run_dir, resume=False):
-    driver = Driver(config, run_dir, resume=resume, progress=False)
-    try:
-        return driver.run()
-    finally:
-        driver.close()
 
 
 def _listeners():

@@ -3,30 +3,16 @@
 import numpy as np
 import pytest
 
-from moozi.config import build_config
+from tiny import tiny_config
 from moozi.core.types import Trajectory
 from moozi.system.parameter_optimizer import NonFiniteError, ParameterOptimizer
 from moozi.system.replay_role import ReplayRole
 from moozi.system.rollout import ReanalyzeRolloutWorker, TrainingRolloutWorker
 from moozi.system.rollout import TestingRolloutWorker as Tester
 
-TINY = {
-    "network.mlp_hidden_sizes": "16",
-    "network.mlp_hidden_state_size": "8",
-    "network.head_hidden": "16",
-    "planner.num_simulations": "4",
-    "env.num_envs": "4",
-    "train.batch_size": "8",
-    "train.rollout_steps": "6",
-    "replay.min_fill": "20",
-    "replay.capacity": "2000",
-    "targets.num_unroll_steps": "2",
-}
-
-
 @pytest.fixture(scope="module")
 def config():
-    return build_config("tic_tac_toe", overrides=TINY)
+    return tiny_config()
 
 
 @pytest.fixture(scope="module")
