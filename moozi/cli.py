@@ -124,17 +124,23 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_games(args) -> int:
+    import textwrap
+
     from moozi.envs.registry import list_games
 
-    games = list_games()
-    for section, names in games.items():
-        if isinstance(names, dict):
-            print(f"{section}:")
-            for name, target in names.items():
-                print(f"  {name:16s} -> {target}")
-        else:
-            names = list(names)
-            print(f"{section} ({len(names)}): {', '.join(names[:60])}{' ...' if len(names) > 60 else ''}")
+    for section, entries in list_games().items():
+        if not entries:
+            continue
+        print(f"{section}:")
+        items = entries.items() if isinstance(entries, dict) else ((name, None) for name in entries)
+        for name, value in items:
+            if isinstance(value, (list, tuple)):
+                names = textwrap.fill(", ".join(value), width=100, initial_indent="    ", subsequent_indent="    ")
+                print(f"  {name} ({len(value)}):\n{names}")
+            elif value is None:
+                print(f"  {name}")
+            else:
+                print(f"  {name:16s} -> {value}")
     return 0
 
 
