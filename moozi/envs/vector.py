@@ -36,6 +36,8 @@ the other envs have stepped, so the batch is out of step with the caller:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import json
 import multiprocessing as mp
 import pickle
 import signal
@@ -186,14 +188,9 @@ class _Slice:
 
 # ------------------------------------------------------------------ workers
 def _encode_error(err: BaseException) -> bytes:
-    """The error as bytes: the exception itself where it pickles, its type name and message otherwise."""
+    """The error as JSON bytes: its type's name, message and traceback (nothing is unpickled in the parent)."""
     tb = "".join(traceback.format_exception(type(err), err, err.__traceback__))
-    try:
-        payload = pickle.dumps((err, tb))
-        pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - any unpicklable error still reaches the caller
-        payload = pickle.dumps((RuntimeError(f"{type(err).__name__}: {err}"), tb))
-    return _ERROR + payload
+    return _ERROR + json.dumps({"type": type(err).__name__, "message": str(err), "traceback": tb}).encode()
 
 
 class _RemoteTraceback(Exception):
@@ -203,10 +200,38 @@ class _RemoteTraceback(Exception):
         return self.args[0]
 
 
+def _error_types() -> dict[str, type]:
+    """Error types a worker's error is rebuilt as: moozi's own and Python's built-in ones."""
+    import builtins
+
+    from moozi import errors
+
+    types = {name: obj for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, Exception)}
+    types.update({name: obj for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, Exception)})
+    return types
+
+
 def _decode_error(message: bytes, where: str) -> BaseException:
-    err, tb = pickle.loads(message[1:])
-    err.__cause__ = _RemoteTraceback(f"\n(in {where})\n{tb}")
+    data = json.loads(message[1:])
+    cls = _error_types().get(data["type"])
+    try:
+        err = cls(data["message"]) if cls is not None else RuntimeError(f"{data['type']}: {data['message']}")
+    except Exception:  # noqa: BLE001 - a built-in type whose constructor wants other arguments
+        err = RuntimeError(f"{data['type']}: {data['message']}")
+    err.__cause__ = _RemoteTraceback(f"\n(in {where})\n{data['traceback']}")
     return err
+
+
+def _spec_to_bytes(spec: EnvSpec) -> bytes:
+    return json.dumps(dataclasses.asdict(spec)).encode()
+
+
+def _spec_from_bytes(data: bytes) -> EnvSpec:
+    fields = json.loads(data)
+    fields["obs_shape"] = tuple(fields["obs_shape"])
+    if fields.get("action_names") is not None:
+        fields["action_names"] = tuple(fields["action_names"])
+    return EnvSpec(**fields)
 
 
 def _worker_main(conn, make_env: Callable[[], Env], lo: int, hi: int) -> None:
@@ -221,11 +246,11 @@ def _worker_main(conn, make_env: Callable[[], Env], lo: int, hi: int) -> None:
         except Exception as err:  # noqa: BLE001
             conn.send_bytes(_encode_error(err))
             return
-        conn.send_bytes(_OK + pickle.dumps(spec))
+        conn.send_bytes(_OK + _spec_to_bytes(spec))
         message = conn.recv_bytes()
         if message[:1] != _MEMORY:
             return
-        name, num_envs = pickle.loads(message[1:])
+        name, num_envs = json.loads(message[1:])
         envs.bufs = _Buffers(spec, num_envs, _pinned(shared_memory.SharedMemory(name=name)))
         conn.send_bytes(_OK)
         while True:
@@ -236,7 +261,7 @@ def _worker_main(conn, make_env: Callable[[], Env], lo: int, hi: int) -> None:
             elif command == _RESET:
                 error = None
                 try:
-                    envs.reset(pickle.loads(message[1:]))
+                    envs.reset(json.loads(message[1:]))
                 except Exception as err:  # noqa: BLE001
                     error = err
             else:
@@ -343,7 +368,7 @@ class VectorEnv:
             self._local.reset(seed)
             error = None
         else:
-            payload = _RESET + pickle.dumps(seed)
+            payload = _RESET + json.dumps(seed).encode()
             for conn in self._workers.conns:
                 conn.send_bytes(payload)
             error = self._gather()
@@ -457,7 +482,7 @@ class VectorEnv:
         for k, conn in enumerate(workers.conns):
             message = self._receive(k)
             if message[:1] == _OK:
-                specs.append(pickle.loads(message[1:]))
+                specs.append(_spec_from_bytes(message[1:]))
             elif error is None:
                 error = _decode_error(message, workers.processes[k].name)
         if error is not None:
@@ -468,7 +493,7 @@ class VectorEnv:
         workers.memory = shared_memory.SharedMemory(create=True, size=size)
         self._bufs = _Buffers(self.spec, self.num_envs, _pinned(workers.memory))
         for conn in workers.conns:
-            conn.send_bytes(_MEMORY + pickle.dumps((workers.memory.name, self.num_envs)))
+            conn.send_bytes(_MEMORY + json.dumps([workers.memory.name, self.num_envs]).encode())
         for k in range(len(workers.conns)):
             self._receive(k)
 
