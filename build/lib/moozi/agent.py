@@ -1,0 +1,90 @@
+"""A trained agent loaded from a run directory: greedy search with the latest parameters.
+
+`moozi.load_agent(run_dir)` is the public entry point (DESIGN.md). The agent
+plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
+(`as_openspiel_bot`), so any OpenSpiel tool can play against it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import numpy as np
+
+from moozi.checkpoint import latest_checkpoint, load_checkpoint
+from moozi.config import Config, load_saved_config
+from moozi.core.acting import make_act_fn
+from moozi.core.learner import init_train_state
+from moozi.envs.base import DUMMY_ACTION, StepOutput
+from moozi.envs.registry import make_env
+from moozi.errors import MooziError
+from moozi.history import init_history
+from moozi.system.components import (
+    build_network,
+    env_options,
+    env_spec,
+    example_stacked_obs,
+    greedy_planner_config,
+    seed_key,
+)
+
+
+class Agent:
+    """Greedy MuZero search (no root noise, argmax) over a single env."""
+
+    def __init__(self, config: Config, variables, *, checkpoint: pathlib.Path | None = None):
+        self.config = config
+        self.spec = env_spec(config)
+        self.variables = variables
+        self.checkpoint = checkpoint
+        network = build_network(config, self.spec)
+        self._act = make_act_fn(network, greedy_planner_config(config.planner), self.spec, config.targets.history_length)
+        self._key = seed_key(config.seed, 99)
+
+    def new_history(self):
+        return init_history(1, self.config.targets.history_length, self.spec.obs_shape)
+
+    def act(self, history, step: StepOutput, last_action: int):
+        """One greedy decision: returns (new history, augmented action, root value)."""
+        batched = StepOutput(*(np.asarray(x)[None] for x in step))
+        self._key, key = jax.random.split(self._key)
+        history, out = self._act(self.variables, history, batched, np.asarray([last_action], np.int32), key)
+        return history, int(out.action[0]), float(out.root_value[0])
+
+    def play_episode(self, env=None, seed: int = 0) -> float:
+        """Plays one episode of a one-player game greedily; returns its return."""
+        if env is None:
+            env = make_env(self.config.game, **env_options(self.config))
+        history = self.new_history()
+        step = env.reset(seed=seed)
+        total, last_action = 0.0, DUMMY_ACTION
+        while True:
+            total += float(step.reward)
+            history, action, _ = self.act(history, step, last_action)
+            if step.is_last:
+                return total
+            step = env.step(action, False)
+            last_action = action
+
+    def as_openspiel_bot(self, player_id: int):
+        from moozi.agent_bot import make_openspiel_bot
+
+        return make_openspiel_bot(self, player_id)
+
+
+def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None) -> Agent:
+    """The agent of a run directory, with its latest (or the given) checkpoint's parameters."""
+    run_dir = pathlib.Path(run_dir)
+    if not (run_dir / "config.json").exists():
+        raise MooziError(f"{run_dir} is not a moozi run directory (no config.json)")
+    config = load_saved_config(run_dir / "config.json")
+    path = pathlib.Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
+    if path is None:
+        raise MooziError(f"{run_dir} has no complete checkpoint yet")
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
+    train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
+    variables = {"params": train_state.params, "batch_stats": train_state.batch_stats}
+    return Agent(config, variables, checkpoint=path)

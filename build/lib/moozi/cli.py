@@ -1,0 +1,180 @@
+"""The `moozi` command line: train, eval, play, report, games (DESIGN.md public surface).
+
+User errors (bad game names, config keys, inputs, files) print one line and
+exit with code 2; they never show a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+from moozi.errors import MooziError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's own code)
+        print(f"moozi: error: {message} (see `moozi --help`)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="moozi", description="A general game-playing system that learns to plan (MuZero in JAX).")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train an agent on a game")
+    train.add_argument("game", help="a preset (tic_tac_toe, breakout, ...) or a library-qualified name")
+    train.add_argument("--config", dest="config_file", help="a TOML or JSON file of settings")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one setting, e.g. --set planner.num_simulations=50 (repeatable)")
+    train.add_argument("--run-dir", help="where to write the run (default runs/<game>-<time>)")
+    train.add_argument("--backend", choices=("inline", "ray"), default=None, help="where the roles run (default inline)")
+    train.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local one")
+    train.add_argument("--seed", type=int, default=None)
+    train.add_argument("--max-minutes", type=float, default=None)
+    train.add_argument("--max-env-steps", type=int, default=None)
+    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its latest checkpoint")
+    train.add_argument("--quiet", action="store_true", help="no progress line")
+
+    ev = sub.add_parser("eval", help="evaluate a trained run against an opponent")
+    ev.add_argument("run_dir")
+    ev.add_argument("--opponent", default="random", help="random | minimax | mcts:N | run:DIR")
+    ev.add_argument("--games", type=int, default=100)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", dest="json_file", default=None, help="also write the result here (default RUN/eval-<opponent>.json)")
+
+    play = sub.add_parser("play", help="play against a trained agent in the terminal")
+    play.add_argument("run_dir")
+    play.add_argument("--seat", type=int, default=None, choices=(0, 1), help="your seat (asked if omitted)")
+
+    report = sub.add_parser("report", help="write learning curves (PNG) and a summary.md for a run")
+    report.add_argument("run_dir")
+
+    sub.add_parser("games", help="list known games and presets")
+    return parser
+
+
+def _cmd_train(args) -> int:
+    from moozi.config import build_config
+    from moozi.config_tools import parse_set_arguments
+    from moozi.system.driver import Driver
+
+    overrides = parse_set_arguments(args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.max_minutes is not None:
+        overrides["train.max_minutes"] = args.max_minutes
+    if args.max_env_steps is not None:
+        overrides["train.max_env_steps"] = args.max_env_steps
+    if args.backend is not None:
+        overrides["backend.kind"] = args.backend
+    if args.ray_address is not None:
+        overrides["backend.ray_address"] = args.ray_address
+    config = build_config(args.game, config_file=args.config_file, overrides=overrides)
+    if args.run_dir:
+        run_dir = pathlib.Path(args.run_dir)
+    elif args.resume:
+        raise MooziError("--resume needs --run-dir: the run to continue")
+    else:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.game)
+        run_dir = pathlib.Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+    driver = Driver(config, run_dir, resume=args.resume, progress=not args.quiet)
+    try:
+        summary = driver.run()
+    finally:
+        driver.close()
+    print(json.dumps({"run_dir": str(run_dir), **summary}, default=str))
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from moozi.agent import load_agent
+    from moozi.evaluation import evaluate
+
+    if args.games < 1:
+        raise MooziError(f"--games must be a positive integer, got {args.games}")
+    agent = load_agent(args.run_dir)
+    result = evaluate(agent, agent.config.game, args.opponent, args.games, args.seed)
+    print(result.format_table())
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.opponent)
+    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"
+    path.write_text(result.to_json() + "\n")
+    print(f"written {path}")
+    return 0
+
+
+def _cmd_play(args) -> int:
+    from moozi.agent import load_agent
+    from moozi.play import play_human
+
+    agent = load_agent(args.run_dir)
+    play_human(agent, agent.config.game, human_player=args.seat)
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from moozi.report import write_report
+
+    for path in write_report(args.run_dir):
+        print(path)
+    return 0
+
+
+def _cmd_games(args) -> int:
+    import textwrap
+
+    from moozi.envs.registry import list_games
+
+    for section, entries in list_games().items():
+        if not entries:
+            continue
+        print(f"{section}:")
+        items = entries.items() if isinstance(entries, dict) else ((name, None) for name in entries)
+        for name, value in items:
+            if isinstance(value, (list, tuple)):
+                names = textwrap.fill(", ".join(value), width=100, initial_indent="    ", subsequent_indent="    ")
+                print(f"  {name} ({len(value)}):\n{names}")
+            elif value is None:
+                print(f"  {name}")
+            else:
+                print(f"  {name:16s} -> {value}")
+    return 0
+
+
+def _enable_compilation_cache() -> None:
+    """Keeps compiled XLA programs between runs (a warm start skips most of the ~1 min of compiling).
+
+    Set here, in the command-line entry point, never on import: library users
+    choose their own JAX settings. MOOZI_JAX_CACHE="" turns it off.
+    """
+    import os
+
+    cache_dir = os.environ.get("MOOZI_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax"))
+    if not cache_dir:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def main(argv=None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.command in ("train", "eval", "play"):
+        _enable_compilation_cache()
+    handler = {"train": _cmd_train, "eval": _cmd_eval, "play": _cmd_play, "report": _cmd_report, "games": _cmd_games}
+    try:
+        return handler[args.command](args)
+    except MooziError as e:
+        print(f"moozi: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("moozi: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The one typed config of a moozi run, its per-game presets, and loading/overrides.
+
+A run's config is built as: base defaults -> the game's preset -> a config file
+(`--config FILE`, TOML or JSON) -> `--set key=value` items. Every step is
+validated: unknown keys and bad values raise ConfigError naming the key and
+what is allowed. Configs are frozen; derived values come from functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import tomllib
+from typing import Any, Literal, Mapping
+
+from moozi.config_tools import ConfigError, apply_overrides, flatten_overrides, from_dict, to_dict
+from moozi.core.learner import OptimizerConfig
+from moozi.core.loss import LossConfig
+from moozi.core.network import NetworkConfig
+from moozi.core.planner import PlannerConfig
+from moozi.core.replay import ReplayConfig
+from moozi.core.targets import TargetConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """How each training rollout worker steps its environments."""
+
+    num_envs: int = 16  # B: environments per training rollout worker, stepped as one batch
+    num_processes: int = 1  # P: processes stepping those B host envs (Cleanba 4.1); ignored by JAX-native games
+    sticky_action_prob: float | None = None  # None: the library's protocol (MinAtar 0.1, Atari 0.25)
+    full_action_space: bool = False  # MinAtar / Atari: use the full action set instead of the minimal one
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The driver's schedule (thesis 5.2.1, 5.2.12-5.2.17; Cleanba 4.2 synchronisation)."""
+
+    batch_size: int = 256  # training targets per update
+    rollout_steps: int = 16  # env steps each training env takes per iteration (one policy version)
+    updates_per_iteration: int = 4  # parameter updates per iteration; with rollout_steps sets the replay ratio
+    num_training_workers: int = 1  # training rollout workers, each with its own B envs and seeds
+    reanalyze_fraction: float = 0.0  # share of trajectories fed to the buffer by reanalyze instead of fresh play
+    reanalyze_num_envs: int = 16  # mock envs per reanalyze worker
+    test_every_updates: int = 200  # run the testing rollout worker every n updates (0: never)
+    test_episodes: int = 20  # episodes (or games against a random player) per test
+    checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
+    keep_checkpoints: int = 3  # older checkpoints are deleted once a newer one is complete
+    log_every_updates: int = 20  # metrics.jsonl / TensorBoard cadence
+    max_env_steps: int | None = None  # stop after this many env steps in total (also --max-env-steps)
+    max_minutes: float | None = None  # stop after this much wall-clock time (also --max-minutes)
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendConfig:
+    """Where the roles run."""
+
+    kind: Literal["inline", "ray"] = "inline"  # inline: one process; ray: one Ray actor per role
+    ray_address: str | None = None  # None: start a local Ray instance; else join this cluster
+    bind_host: str = "127.0.0.1"  # every listener (Ray dashboard, node manager) binds here unless changed
+    include_dashboard: bool = False  # the Ray dashboard, bound to bind_host
+    rollout_worker_cpus: float = 1.0  # Ray resources of each training rollout worker
+    rollout_worker_gpus: float = 0.0
+    learner_cpus: float = 1.0
+    learner_gpus: float = 0.0
+    replay_cpus: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything that defines a run. Saved resolved as RUN/config.json."""
+
+    game: str = "tic_tac_toe"  # a preset or a library-qualified name (see `moozi games`)
+    agent: Literal["muzero"] = "muzero"  # planning with a learned model
+    seed: int = 0  # one seed drives every RNG of the run
+    env: EnvConfig = EnvConfig()
+    network: NetworkConfig = NetworkConfig()
+    planner: PlannerConfig = PlannerConfig()  # training rollout workers' search (exploration on)
+    targets: TargetConfig = TargetConfig()
+    replay: ReplayConfig = ReplayConfig()
+    loss: LossConfig = LossConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    train: TrainConfig = TrainConfig()
+    backend: BackendConfig = BackendConfig()
+
+
+# Small presets over the base config: only what differs per game (STYLE: no copied config per game).
+PRESETS: dict[str, dict[str, Any]] = {
+    "tic_tac_toe": {
+        "network.kind": "mlp",
+        "network.mlp_hidden_sizes": (64, 64),
+        # Values and rewards lie in [-1, 1]: phi(±1) = ±0.415, so categories -1..1 cover them;
+        # the default -5..5 lets stray mass on far categories decode to values far outside [-1, 1].
+        "network.support.min_value": -1,
+        "network.support.max_value": 1,
+        # Gumbel MuZero: its policy target (softmax of logits + completed Q) is good with few
+        # simulations, and 16 simulations make acting ~4x cheaper than 25 PUCT ones on CPU.
+        "planner.search_policy": "gumbel_muzero",
+        "planner.num_simulations": 16,
+        "planner.max_num_considered_actions": 9,  # every legal move is considered at the root
+        # Exploration: with scale 1 self-play collapses to a few drawn lines (policy entropy ~0.2)
+        # and never sees the positions a random opponent creates. The Gumbel noise only changes
+        # the acted move, not the policy target; tests and eval run with scale 0.
+        "planner.gumbel_scale": 3.0,
+        "planner.discount": 1.0,
+        "planner.dirichlet_alpha": 0.5,
+        # Full-weight value loss: values drive the search here (0.25 is for replayed Atari data).
+        "loss.value_coef": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 9,
+        "targets.discount": 1.0,
+        "targets.num_unroll_steps": 3,
+        "env.num_envs": 32,
+        "train.batch_size": 128,
+        "train.rollout_steps": 4,
+        "train.updates_per_iteration": 2,
+        "train.test_every_updates": 100,
+        "train.test_episodes": 50,  # 20 games give +-0.1 noise on the win rate
+        "replay.capacity": 20_000,
+        "replay.min_fill": 500,
+    },
+    "connect_four": {
+        "planner.num_simulations": 50,
+        "planner.discount": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 42,
+        "targets.discount": 1.0,
+        "network.channels": 32,
+        "network.representation_blocks": 4,
+        "env.num_envs": 32,
+        "replay.capacity": 200_000,
+        "replay.min_fill": 2_000,
+    },
+    "go9": {
+        "planner.num_simulations": 50,
+        "planner.discount": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 200,
+        "targets.discount": 1.0,
+        "planner.dirichlet_alpha": 0.1,
+        "env.num_envs": 16,
+        "replay.capacity": 400_000,
+        "replay.min_fill": 5_000,
+    },
+    "cartpole": {
+        "network.kind": "mlp",
+        "planner.num_simulations": 50,  # muzero-general's cartpole setting
+        "targets.history_length": 1,
+        "targets.td_steps": 10,
+        "env.num_envs": 16,
+        "replay.capacity": 50_000,
+        "replay.min_fill": 1_000,
+    },
+}
+_MINATAR_PRESET = {
+    "planner.num_simulations": 16,
+    "targets.history_length": 2,
+    "targets.td_steps": 10,
+    "env.num_envs": 32,
+    "replay.capacity": 200_000,
+    "replay.min_fill": 2_000,
+}
+for _name in ("breakout", "asterix", "freeway", "seaquest", "space_invaders"):
+    PRESETS[_name] = dict(_MINATAR_PRESET)
+
+
+def preset_overrides(game: str) -> dict[str, Any]:
+    """The preset for a game name (empty for library-qualified names without a preset)."""
+    return dict(PRESETS.get(game, {}))
+
+
+def load_config_file(path: str | pathlib.Path) -> dict[str, Any]:
+    """Reads a TOML or JSON config file into flat dotted overrides."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"config file {path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {first_line}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config file {path} must hold a table of settings")
+    return flatten_overrides(data)
+
+
+def build_config(
+    game: str,
+    *,
+    config_file: str | pathlib.Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Defaults -> preset(game) -> config file -> overrides, each validated."""
+    config = Config(game=game)
+    config = apply_overrides(config, preset_overrides(game))
+    if config_file is not None:
+        file_overrides = load_config_file(config_file)
+        config = apply_overrides(config, file_overrides)
+    if overrides:
+        config = apply_overrides(config, overrides)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    """Cross-field checks that single-field parsing cannot see."""
+    positive = {
+        "env.num_envs": config.env.num_envs,
+        "env.num_processes": config.env.num_processes,
+        "train.batch_size": config.train.batch_size,
+        "train.rollout_steps": config.train.rollout_steps,
+        "train.updates_per_iteration": config.train.updates_per_iteration,
+        "train.num_training_workers": config.train.num_training_workers,
+        "train.log_every_updates": config.train.log_every_updates,
+        "train.keep_checkpoints": config.train.keep_checkpoints,
+        "planner.num_simulations": config.planner.num_simulations,
+        "targets.history_length": config.targets.history_length,
+        "targets.num_unroll_steps": config.targets.num_unroll_steps,
+        "targets.td_steps": config.targets.td_steps,
+    }
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"bad value {value!r} for {key}: expected a positive integer")
+    if config.env.num_processes > config.env.num_envs:
+        raise ConfigError(
+            f"env.num_processes={config.env.num_processes} exceeds env.num_envs={config.env.num_envs}: "
+            "each process needs at least one env"
+        )
+    if not 0.0 <= config.train.reanalyze_fraction < 1.0:
+        raise ConfigError(f"bad value {config.train.reanalyze_fraction!r} for train.reanalyze_fraction: expected 0 <= x < 1")
+    if config.train.test_every_updates < 0:
+        raise ConfigError("bad value for train.test_every_updates: expected 0 (never) or a positive integer")
+    if config.env.sticky_action_prob is not None and not 0.0 <= config.env.sticky_action_prob <= 1.0:
+        raise ConfigError(f"bad value {config.env.sticky_action_prob!r} for env.sticky_action_prob: expected 0 <= p <= 1")
+    if config.train.checkpoint_every_minutes <= 0:
+        raise ConfigError("bad value for train.checkpoint_every_minutes: expected a positive number")
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    return to_dict(config)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    config = from_dict(Config, data)
+    validate(config)
+    return config
+
+
+def save_config(config: Config, path: str | pathlib.Path) -> None:
+    path = pathlib.Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(config_to_dict(config), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def load_saved_config(path: str | pathlib.Path) -> Config:
+    path = pathlib.Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{path} is not valid JSON: {e}") from None
+    return config_from_dict(data)

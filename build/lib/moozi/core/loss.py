@@ -1,0 +1,205 @@
+"""The MooZi loss (thesis 5.2.9), term by term.
+
+Per training target (one example of the batch):
+    policy      = CE(p*_t, p⁰) + 1/K Σ_{k=1..K} CE(p*_{t+k}, p^k)        masked by policy_mask
+    value       = c_v [CE(Φ(G_t), v⁰) + 1/K Σ_{k=1..K} CE(Φ(G_{t+k}), v^k)]
+    reward      = Σ_{k=1..K} CE(Φ(r_{t+k}), r̂^k)
+    consistency = c_s (1 - cos(ϱ(x¹_t), sg(x⁰_{t+1})))                  masked by consistency_mask
+and the batch loss is mean_b(ρ_b · per-example loss) + c_L2 ||θ||².
+
+Choices where the thesis is silent or loose (MuZero practice):
+  * The thesis's formula multiplies the L2 term by ρ too; ρ is per example and
+    ||θ||² is not, so only the per-example terms are weighted.
+  * Value and reward targets past the episode end are not masked: their
+    targets are 0 there, which teaches the absorbing dummy-action subtree
+    zero value and reward, as in MuZero.
+  * The K-step averages divide by K, not by the number of unmasked steps, as
+    the thesis writes them.
+  * The gradient is halved at the entrance of every dynamics call (MuZero's
+    training pseudocode), so the gradient a hidden state receives from the
+    rest of the unroll does not compound with K.
+  * x⁰_{t+1} = h(next_stacked_obs) is computed in training mode (batch
+    moments, as x¹ is) but its batch-norm moment update is discarded, so
+    h's running moments are updated once per step, from stacked_obs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from moozi.core.network import Network
+from moozi.core.scalar import scalar_to_two_hot
+from moozi.core.types import TrainingTarget
+from moozi.errors import MooziError
+
+Array = Any
+
+BOOTSTRAP_SOURCES = ("search", "target_network")
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    """Coefficients and target choices of the loss (thesis 5.2.9)."""
+
+    value_coef: float = 0.25  # c_v; MuZero Reanalyze used 0.25 so value does not overfit replayed targets
+    consistency_coef: float = 2.0  # c_s; EfficientZero's weight for its similarity loss
+    l2_coef: float = 1e-4  # c_L2, weight of ||θ||² over all parameters (MuZero's weight decay)
+    reward_coef: float = 1.0  # weight of the reward term (the thesis has none, i.e. 1)
+    policy_coef: float = 1.0  # weight of the policy term (the thesis has none, i.e. 1)
+    dynamics_gradient_scale: float = 0.5  # gradient factor at the entrance of each dynamics call (MuZero: 0.5)
+    # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
+    # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
+    bootstrap_from: str = "search"
+
+    def __post_init__(self):
+        if self.bootstrap_from not in BOOTSTRAP_SOURCES:
+            raise MooziError(f"loss.bootstrap_from must be one of {BOOTSTRAP_SOURCES}, got {self.bootstrap_from!r}")
+
+
+class LossAux(NamedTuple):
+    """What `loss_fn` returns beside the scalar loss."""
+
+    metrics: dict  # str -> scalar: each term (batch mean, importance-weighted) and diagnostics
+    batch_stats: Any  # the updated running batch-norm moments
+    priorities: Array  # [B]: |v⁰_t - G^N_t|, the learner's new δ for the replay buffer
+    per_example_loss: Array  # [B]: ρ_b times example b's loss (without L2)
+    terms: dict  # str -> [B]: each unweighted per-example term (coefficients applied, ρ not)
+
+
+def scale_gradient(x, scale: float):
+    """Identity forward; multiplies the gradient flowing back through it by `scale`.
+
+    Written as sg(x) + scale (x - sg(x)) so the forward value is exactly x.
+    """
+    stopped = jax.lax.stop_gradient(x)
+    return jax.tree.map(lambda a, s: s + scale * (a - s), x, stopped)
+
+
+def cosine_distance(a, b, eps: float = 1e-8):
+    """[B, D], [B, D] -> [B]: 1 - a·b / (|a| |b|).
+
+    Each vector is normalised with rsqrt(max(|x|², eps²)), never sqrt(|x|²):
+    a hidden state can be all zeros (min-max scaling of a constant one), and
+    the gradient of sqrt at 0 is infinite, which `maximum` turns into NaN.
+    """
+    a_unit = a * jax.lax.rsqrt(jnp.maximum(jnp.sum(a * a, axis=-1, keepdims=True), eps * eps))
+    b_unit = b * jax.lax.rsqrt(jnp.maximum(jnp.sum(b * b, axis=-1, keepdims=True), eps * eps))
+    return 1.0 - jnp.sum(a_unit * b_unit, axis=-1)
+
+
+def _categorical_ce(targets, logits):
+    """[..., Z] probabilities, [..., Z] logits -> [...] cross-entropy."""
+    return optax.softmax_cross_entropy(logits, targets)
+
+
+def bootstrap_values(batch: TrainingTarget, config: LossConfig, network: Network, target_variables) -> Array:
+    """[B, K+1]: the v in G^N_{t+k} = partial_return[k] + bootstrap_discount[k] · v."""
+    if config.bootstrap_from == "search":
+        return batch.bootstrap_value
+    if batch.bootstrap_stacked_obs is None or target_variables is None:
+        raise MooziError(
+            "bootstrap_from='target_network' needs bootstrap_stacked_obs in the batch and target variables"
+        )
+    obs = batch.bootstrap_stacked_obs  # [B, K+1, H, W, C_h]
+    batch_size, steps = obs.shape[:2]
+    out = network.initial_inference(target_variables, obs.reshape(batch_size * steps, *obs.shape[2:]))
+    return jax.lax.stop_gradient(out.value.reshape(batch_size, steps))
+
+
+def loss_fn(
+    params,
+    batch_stats,
+    target_variables,
+    batch: TrainingTarget,
+    *,
+    network: Network,
+    config: LossConfig,
+) -> tuple[Array, LossAux]:
+    """The batch loss and its aux; differentiate w.r.t. `params` with has_aux=True.
+
+    target_variables ({"params", "batch_stats"} of the target network) is
+    only read with bootstrap_from="target_network"; None is fine otherwise.
+    """
+    support = network.config.support
+    num_unroll = batch.actions.shape[1]  # K
+    variables = {"params": params, "batch_stats": batch_stats}
+
+    # N-step value targets; no gradient flows into targets.
+    value_targets = jax.lax.stop_gradient(
+        batch.partial_return + batch.bootstrap_discount * bootstrap_values(batch, config, network, target_variables)
+    )  # [B, K+1]
+
+    root, new_batch_stats = network.initial_inference_train(variables, batch.stacked_obs)
+    outputs = [root]
+    hidden_state = root.hidden_state
+    for k in range(num_unroll):
+        hidden_state = scale_gradient(hidden_state, config.dynamics_gradient_scale)
+        out, new_batch_stats = network.recurrent_inference_train(
+            {"params": params, "batch_stats": new_batch_stats}, hidden_state, batch.actions[:, k]
+        )
+        outputs.append(out)
+        hidden_state = out.hidden_state
+
+    policy_logits = jnp.stack([o.policy_logits for o in outputs], axis=1)  # [B, K+1, A]
+    value_logits = jnp.stack([o.value_logits for o in outputs], axis=1)  # [B, K+1, Z]
+
+    # Policy: root plus mean over the K unrolled steps, masked past the end.
+    policy_ce = _categorical_ce(batch.action_probs, policy_logits) * batch.policy_mask  # [B, K+1]
+    policy_term = policy_ce[:, 0] + jnp.sum(policy_ce[:, 1:], axis=1) / max(num_unroll, 1)  # [B]
+
+    value_ce = _categorical_ce(scalar_to_two_hot(value_targets, support), value_logits)  # [B, K+1]
+    value_term = value_ce[:, 0] + jnp.sum(value_ce[:, 1:], axis=1) / max(num_unroll, 1)  # [B]
+
+    # K = 0 (an AlphaZero-style learner with a perfect model) trains h and f only.
+    if num_unroll > 0:
+        reward_logits = jnp.stack([o.reward_logits for o in outputs[1:]], axis=1)  # [B, K, Z]
+        reward_ce = _categorical_ce(scalar_to_two_hot(batch.rewards, support), reward_logits)  # [B, K]
+        reward_term = jnp.sum(reward_ce, axis=1)  # [B]
+        projected, new_batch_stats = network.project_train(
+            {"params": params, "batch_stats": new_batch_stats}, outputs[1].hidden_state
+        )  # [B, D]
+        # Training mode like x¹, but the moment update it returns is dropped (see module docstring).
+        next_root, _ = network.initial_inference_train(variables, batch.next_stacked_obs)
+        next_hidden = jax.lax.stop_gradient(next_root.hidden_state.reshape(projected.shape))  # [B, D]
+        consistency_term = cosine_distance(projected, next_hidden) * batch.consistency_mask  # [B]
+    else:
+        reward_term = jnp.zeros_like(policy_term)
+        consistency_term = jnp.zeros_like(policy_term)
+
+    terms = {
+        "policy_loss": config.policy_coef * policy_term,
+        "value_loss": config.value_coef * value_term,
+        "reward_loss": config.reward_coef * reward_term,
+        "consistency_loss": config.consistency_coef * consistency_term,
+    }
+    weight = batch.importance_weight  # [B]
+    per_example_loss = weight * sum(terms.values())  # [B]
+    l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
+    loss = jnp.mean(per_example_loss) + l2_loss
+
+    priorities = jax.lax.stop_gradient(jnp.abs(root.value - value_targets[:, 0]))  # [B]
+    root_probs = jax.nn.softmax(root.policy_logits, axis=-1)
+    metrics = {name: jnp.mean(weight * term) for name, term in terms.items()}
+    metrics.update(
+        l2_loss=l2_loss,
+        total_loss=loss,
+        value_mean=jnp.mean(root.value),
+        value_target_mean=jnp.mean(value_targets[:, 0]),
+        reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
+        policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
+        priority_mean=jnp.mean(priorities),
+        importance_weight_mean=jnp.mean(weight),
+    )
+    aux = LossAux(
+        metrics=metrics,
+        batch_stats=new_batch_stats,
+        priorities=priorities,
+        per_example_loss=per_example_loss,
+        terms=terms,
+    )
+    return loss, aux

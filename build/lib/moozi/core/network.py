@@ -1,0 +1,398 @@
+"""The learned model (thesis 5.2.7): representation h, dynamics g, prediction f, projection ϱ.
+
+`make_network` returns a `Network`, a bundle of pure, batched functions of
+(variables, inputs) in the acme style; nothing in it holds state. Two
+architectures share one interface: a residual network for image-like inputs
+(the thesis's, sizes configurable) and an MLP for vector observations
+(obs shape (1, 1, C)).
+
+Initial inference is h then f (reward 0); recurrent inference is g then f.
+Both return a `NetworkOutput` whose value and reward are already decoded to
+environment scale (3.8.6), so a planner never touches categories.
+
+Hidden states. As in MuZero, each example's hidden state is min-max scaled
+to [0, 1] after h and after g (`scale_hidden_state`), which keeps the
+recurrent unroll bounded and puts root and unrolled states on one scale.
+
+Batch norm. Every convolution and hidden dense layer is followed by batch
+norm, as the thesis lists. Two modes, chosen per call, never by hidden state:
+  * acting mode (`initial_inference`, `recurrent_inference`, `project`) uses
+    the running moments in `variables["batch_stats"]` and leaves them as they
+    are. An action's evaluation must not depend on which other positions
+    happen to share its batch (search calls the network on batches of tree
+    nodes, not on i.i.d. samples), so acting never uses batch moments.
+  * training mode (`*_train`) normalizes with the batch's own moments and
+    returns the updated running moments as a new `batch_stats` tree; the
+    learner decides which updates to keep.
+ELF OpenGo (appendix C) found exponentially averaged moments to be stale:
+the network changes faster than a slow average forgets, and acting on stale
+moments measurably hurt. Their fix (re-estimating moments on held-out
+batches every 1000 steps) needs an extra pass we do not want in a
+single-process learner, so we use the cheap half of it: a fast momentum
+(`batch_norm_momentum = 0.9`, an effective window of ~10 updates instead of
+Flax's default 0.99 / ~100), and the learner updates the moments of f and g
+once per unrolled step, so acting-mode moments average over all the depths
+at which the planner calls them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from moozi.core.scalar import Support, logits_to_scalar
+from moozi.errors import MooziError
+
+Array = Any
+
+NETWORK_KINDS = ("resnet", "mlp")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Architecture of the learned model (defaults: the thesis's residual network, 5.2.7)."""
+
+    kind: str = "resnet"  # "resnet" for image-like inputs, "mlp" for vector inputs of shape (1, 1, C)
+    channels: int = 32  # resnet: channels of every convolution and of the hidden state
+    representation_blocks: int = 6  # resnet: residual blocks in h (between its two convolutions)
+    prediction_blocks: int = 1  # resnet: residual blocks in f before the heads
+    dynamics_blocks: int = 2  # resnet: residual blocks in g after its input convolution
+    head_hidden: int = 128  # width of the dense layer in the value, policy and reward heads (and the mlp's ϱ)
+    mlp_hidden_sizes: tuple[int, ...] = (128, 128)  # mlp: widths of the hidden layers of h and of g
+    mlp_hidden_state_size: int = 64  # mlp: size of the hidden state vector
+    support: Support = Support()  # integer support of the value and reward categories (Z = support.size)
+    scale_hidden_state: bool = True  # min-max scale each example's hidden state to [0, 1] after h and g
+    batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
+    batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
+
+    def __post_init__(self):
+        if self.kind not in NETWORK_KINDS:
+            raise MooziError(f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
+
+
+class NetworkOutput(NamedTuple):
+    """What initial and recurrent inference return; all batched on the leading axis."""
+
+    hidden_state: Array  # [B, ...]: [B, H, W, channels] (resnet) or [B, D] (mlp)
+    value: Array  # [B] float32: v, decoded to environment scale
+    reward: Array  # [B] float32: r, decoded to environment scale (0 for initial inference)
+    policy_logits: Array  # [B, A]
+    value_logits: Array  # [B, Z]
+    reward_logits: Array  # [B, Z]: all zeros for initial inference (no reward is predicted there)
+
+
+def _min_max_scale(x):
+    """Scales each example of [B, ...] to [0, 1] over all its non-batch axes."""
+    axes = tuple(range(1, x.ndim))
+    low = jnp.min(x, axis=axes, keepdims=True)
+    high = jnp.max(x, axis=axes, keepdims=True)
+    # A constant hidden state (possible right after init) would divide by 0.
+    return (x - low) / jnp.maximum(high - low, 1e-8)
+
+
+class _ConvBnRelu(nn.Module):
+    config: NetworkConfig
+    features: int
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        # No conv bias: the following batch norm's offset replaces it.
+        x = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False)(x)
+        x = _batch_norm(self.config, train)(x)
+        return nn.relu(x)
+
+
+class _DenseBnRelu(nn.Module):
+    config: NetworkConfig
+    features: int
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        x = nn.Dense(self.features, use_bias=False)(x)
+        x = _batch_norm(self.config, train)(x)
+        return nn.relu(x)
+
+
+def _batch_norm(config: NetworkConfig, train: bool) -> nn.BatchNorm:
+    return nn.BatchNorm(
+        use_running_average=not train,
+        momentum=config.batch_norm_momentum,
+        epsilon=config.batch_norm_epsilon,
+    )
+
+
+class _ResidualBlock(nn.Module):
+    """He et al.'s block as the thesis lists it: conv-BN-relu-conv-BN, add, relu."""
+
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        channels = x.shape[-1]
+        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False)(x)
+        y = nn.relu(_batch_norm(self.config, train)(y))
+        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False)(y)
+        y = _batch_norm(self.config, train)(y)
+        return nn.relu(x + y)
+
+
+class _CategoricalHead(nn.Module):
+    """Dense(head_hidden)-BN-relu-Dense(outputs): the value, policy and reward heads."""
+
+    config: NetworkConfig
+    outputs: int
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        x = _DenseBnRelu(self.config, self.config.head_hidden)(x, train)
+        return nn.Dense(self.outputs)(x)
+
+
+# ---------------------------------------------------------------- resnet
+
+
+class _ResRepresentation(nn.Module):
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, stacked_obs, train: bool):  # [B, H, W, C_h] -> [B, H, W, channels]
+        x = _ConvBnRelu(self.config, self.config.channels)(stacked_obs, train)
+        for _ in range(self.config.representation_blocks):
+            x = _ResidualBlock(self.config)(x, train)
+        return _ConvBnRelu(self.config, self.config.channels)(x, train)
+
+
+class _ResPrediction(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, hidden_state, train: bool):  # [B, H, W, channels] -> [B, Z], [B, A]
+        x = _ConvBnRelu(self.config, self.config.channels)(hidden_state, train)
+        for _ in range(self.config.prediction_blocks):
+            x = _ResidualBlock(self.config)(x, train)
+        x = x.reshape(x.shape[0], -1)
+        value_logits = _CategoricalHead(self.config, self.config.support.size, name="value_head")(x, train)
+        policy_logits = _CategoricalHead(self.config, self.num_actions, name="policy_head")(x, train)
+        return value_logits, policy_logits
+
+
+class _ResDynamics(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, hidden_state, action, train: bool):  # [B, H, W, ch], [B] -> [B, H, W, ch], [B, Z]
+        batch, height, width, _ = hidden_state.shape
+        # Action planes as in the history input (5.2.6): one-hot / A, tiled over H, W.
+        planes = jax.nn.one_hot(action, self.num_actions, dtype=hidden_state.dtype) / self.num_actions
+        planes = jnp.broadcast_to(planes[:, None, None, :], (batch, height, width, self.num_actions))
+        x = _ConvBnRelu(self.config, self.config.channels)(jnp.concatenate([hidden_state, planes], -1), train)
+        for _ in range(self.config.dynamics_blocks):
+            x = _ResidualBlock(self.config)(x, train)
+        # The thesis's list puts a conv-BN-relu between the hidden-state head
+        # and the reward dense layer; we read it as the start of the reward head.
+        r = _ConvBnRelu(self.config, self.config.channels)(x, train)
+        reward_logits = _CategoricalHead(self.config, self.config.support.size, name="reward_head")(
+            r.reshape(batch, -1), train
+        )
+        return x, reward_logits
+
+
+class _ResProjection(nn.Module):
+    """ϱ for the resnet: conv-BN-relu-conv, back into the hidden-state space.
+
+    The thesis compares ϱ(x¹_t) with x⁰_{t+1} itself (no projection on the
+    target side, unlike EfficientZero's SimSiam pair), so ϱ must map into the
+    hidden-state space; a convolutional map keeps that cheap and spatial.
+    """
+
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, hidden_state, train: bool):  # [B, H, W, ch] -> [B, H*W*ch]
+        x = _ConvBnRelu(self.config, self.config.channels)(hidden_state, train)
+        x = nn.Conv(hidden_state.shape[-1], (3, 3), padding="SAME")(x)
+        return x.reshape(x.shape[0], -1)
+
+
+# ---------------------------------------------------------------- mlp
+
+
+class _MlpRepresentation(nn.Module):
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, stacked_obs, train: bool):  # [B, 1, 1, C_h] -> [B, D]
+        x = stacked_obs.reshape(stacked_obs.shape[0], -1)
+        for size in self.config.mlp_hidden_sizes:
+            x = _DenseBnRelu(self.config, size)(x, train)
+        return _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)
+
+
+class _MlpPrediction(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, hidden_state, train: bool):  # [B, D] -> [B, Z], [B, A]
+        value_logits = _CategoricalHead(self.config, self.config.support.size, name="value_head")(
+            hidden_state, train
+        )
+        policy_logits = _CategoricalHead(self.config, self.num_actions, name="policy_head")(hidden_state, train)
+        return value_logits, policy_logits
+
+
+class _MlpDynamics(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, hidden_state, action, train: bool):  # [B, D], [B] -> [B, D], [B, Z]
+        x = jnp.concatenate([hidden_state, jax.nn.one_hot(action, self.num_actions, dtype=hidden_state.dtype)], -1)
+        for size in self.config.mlp_hidden_sizes:
+            x = _DenseBnRelu(self.config, size)(x, train)
+        x = _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)
+        reward_logits = _CategoricalHead(self.config, self.config.support.size, name="reward_head")(x, train)
+        return x, reward_logits
+
+
+class _MlpProjection(nn.Module):
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, hidden_state, train: bool):  # [B, D] -> [B, D]
+        return _CategoricalHead(self.config, hidden_state.shape[-1])(hidden_state, train)
+
+
+# ---------------------------------------------------------------- the model
+
+
+class _MuZeroModel(nn.Module):
+    config: NetworkConfig
+    num_actions: int
+
+    def setup(self):
+        if self.config.kind == "resnet":
+            self.representation = _ResRepresentation(self.config)
+            self.prediction = _ResPrediction(self.config, self.num_actions)
+            self.dynamics = _ResDynamics(self.config, self.num_actions)
+            self.projection = _ResProjection(self.config)
+        else:
+            self.representation = _MlpRepresentation(self.config)
+            self.prediction = _MlpPrediction(self.config, self.num_actions)
+            self.dynamics = _MlpDynamics(self.config, self.num_actions)
+            self.projection = _MlpProjection(self.config)
+
+    def _scale(self, x):
+        return _min_max_scale(x) if self.config.scale_hidden_state else x
+
+    def _decode(self, logits):
+        return logits_to_scalar(logits, self.config.support)
+
+    def initial_inference(self, stacked_obs, train: bool) -> NetworkOutput:
+        hidden_state = self._scale(self.representation(stacked_obs, train))
+        value_logits, policy_logits = self.prediction(hidden_state, train)
+        batch = stacked_obs.shape[0]
+        return NetworkOutput(
+            hidden_state=hidden_state,
+            value=self._decode(value_logits),
+            reward=jnp.zeros((batch,), jnp.float32),
+            policy_logits=policy_logits,
+            value_logits=value_logits,
+            reward_logits=jnp.zeros((batch, self.config.support.size), jnp.float32),
+        )
+
+    def recurrent_inference(self, hidden_state, action, train: bool) -> NetworkOutput:
+        next_hidden_state, reward_logits = self.dynamics(hidden_state, action, train)
+        next_hidden_state = self._scale(next_hidden_state)
+        value_logits, policy_logits = self.prediction(next_hidden_state, train)
+        return NetworkOutput(
+            hidden_state=next_hidden_state,
+            value=self._decode(value_logits),
+            reward=self._decode(reward_logits),
+            policy_logits=policy_logits,
+            value_logits=value_logits,
+            reward_logits=reward_logits,
+        )
+
+    def project(self, hidden_state, train: bool):
+        return self.projection(hidden_state, train)
+
+    def init_all(self, stacked_obs):
+        """Touches every submodule once so `init` creates all parameters."""
+        out = self.initial_inference(stacked_obs, train=False)
+        action = jnp.zeros((stacked_obs.shape[0],), jnp.int32)
+        self.recurrent_inference(out.hidden_state, action, train=False)
+        return self.project(out.hidden_state, train=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """The learned model as pure, batched functions of `variables = {"params", "batch_stats"}`.
+
+    Acting-mode functions use the running batch-norm moments and change
+    nothing. The `*_train` functions normalize with batch moments and also
+    return the updated `batch_stats`. None of them is jitted here: callers
+    compile them inside their own programs.
+    """
+
+    config: NetworkConfig
+    num_actions: int  # A, the dummy action included
+    input_shape: tuple[int, int, int]  # (H, W, C_h) of one stacked observation
+    hidden_state_shape: tuple[int, ...]  # per-example hidden state shape
+    init: Callable  # (rng, stacked_obs [B, H, W, C_h]) -> variables {"params", "batch_stats"}
+    initial_inference: Callable  # (variables, stacked_obs [B, H, W, C_h]) -> NetworkOutput
+    recurrent_inference: Callable  # (variables, hidden_state [B, ...], action [B] int32) -> NetworkOutput
+    project: Callable  # (variables, hidden_state [B, ...]) -> [B, D], D = prod(hidden_state_shape)
+    initial_inference_train: Callable  # (variables, stacked_obs) -> (NetworkOutput, batch_stats)
+    recurrent_inference_train: Callable  # (variables, hidden_state, action) -> (NetworkOutput, batch_stats)
+    project_train: Callable  # (variables, hidden_state) -> ([B, D], batch_stats)
+
+
+def make_network(
+    config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int
+) -> Network:
+    """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions."""
+    height, width, channels = obs_shape
+    input_shape = (height, width, history_length * (channels + num_actions))
+    if config.kind == "resnet":
+        hidden_state_shape: tuple[int, ...] = (height, width, config.channels)
+    else:
+        hidden_state_shape = (config.mlp_hidden_state_size,)
+    model = _MuZeroModel(config, num_actions)
+    M = _MuZeroModel
+
+    def init(rng, stacked_obs):
+        return dict(model.init(rng, stacked_obs, method=M.init_all))
+
+    def acting(method):
+        def call(variables, *args):
+            return model.apply(variables, *args, train=False, method=method)
+
+        return call
+
+    def training(method):
+        def call(variables, *args):
+            out, updates = model.apply(variables, *args, train=True, method=method, mutable=["batch_stats"])
+            return out, updates["batch_stats"]
+
+        return call
+
+    return Network(
+        config=config,
+        num_actions=num_actions,
+        input_shape=input_shape,
+        hidden_state_shape=hidden_state_shape,
+        init=init,
+        initial_inference=acting(M.initial_inference),
+        recurrent_inference=acting(M.recurrent_inference),
+        project=acting(M.project),
+        initial_inference_train=training(M.initial_inference),
+        recurrent_inference_train=training(M.recurrent_inference),
+        project_train=training(M.project),
+    )

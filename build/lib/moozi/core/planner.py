@@ -1,0 +1,335 @@
+"""The planner (thesis 5.2.5): a batched tree search over a pluggable model, wrapping mctx.
+
+    a_t, v*_t, p*_t = P(root input)
+
+The search itself is mctx's; this module only decides *what* it searches over
+(`SearchModel`), how the dummy action behaves (`with_absorbing_dummy`, thesis
+5.2.4) and which mctx policy runs (`SearchPolicy`). Everything is a pure,
+batched function of (params, rng, inputs); callers `jax.jit` the program they
+build around it (acting, reanalyze).
+
+Sign convention (DESIGN.md): values are from the point of view of the player to
+move and each reward is the reward of the player who just acted, so two-player
+zero-sum games search with discount -gamma and mctx's backup
+Q(s, a) = r + discount * v(s') needs no other special case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+from moozi.envs.base import DUMMY_ACTION, EnvSpec
+from moozi.errors import MooziError
+
+Array = Any
+Params = Any
+
+
+class SearchPolicy(enum.Enum):
+    """Which mctx policy runs the search."""
+
+    MUZERO = "muzero"  # PUCT + root Dirichlet noise, act by visit counts^(1/temperature)
+    GUMBEL_MUZERO = "gumbel_muzero"  # Gumbel top-k + sequential halving at the root
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerConfig:
+    """Search settings (thesis 3.7, 5.2.5; Gumbel MuZero for the alternative)."""
+
+    search_policy: SearchPolicy = SearchPolicy.MUZERO
+    """The mctx policy: `SearchPolicy.MUZERO` or `SearchPolicy.GUMBEL_MUZERO` (or their values as strings)."""
+    num_simulations: int = 50
+    """Simulations per search; each expands one node (one recurrent inference)."""
+    pb_c_init: float = 1.25
+    """PUCT constant c1 (MuZero only)."""
+    pb_c_base: float = 19652.0
+    """PUCT constant c2 (MuZero only)."""
+    dirichlet_fraction: float = 0.25
+    """Weight of the Dirichlet noise mixed into the root prior (MuZero only; 0 disables it)."""
+    dirichlet_alpha: float = 0.3
+    """Concentration of the root Dirichlet noise (MuZero only)."""
+    temperature: float = 1.0
+    """MuZero only: the acted action is sampled from visit_counts^(1/temperature); 0 acts greedily
+    (argmax of the visit counts), as testing workers and evaluation do. Gumbel MuZero ignores it:
+    its acted action is the search's selected action, whose exploration comes from `gumbel_scale`."""
+    max_num_considered_actions: int = 16
+    """Gumbel MuZero only: actions sampled (without replacement) for sequential halving at the root."""
+    gumbel_scale: float = 1.0
+    """Gumbel MuZero only: scale of the root Gumbel noise; 0 makes the search deterministic (evaluation)."""
+    discount: float = 0.997
+    """gamma per env step, e.g. 0.997 for Atari-like games and 1.0 for board games. The sign for
+    two-player games is not part of it: `search_discount` multiplies it by `EnvSpec.discount_sign`."""
+
+    def __post_init__(self):
+        # Config files give the enum by its value ("gumbel_muzero"); accept that and keep the enum.
+        try:
+            object.__setattr__(self, "search_policy", SearchPolicy(self.search_policy))
+        except ValueError:
+            allowed = ", ".join(p.value for p in SearchPolicy)
+            raise MooziError(f"planner.search_policy={self.search_policy!r}; allowed: {allowed}") from None
+        if self.num_simulations < 1:
+            raise MooziError(f"planner.num_simulations must be >= 1, got {self.num_simulations}")
+        if not 0.0 <= self.dirichlet_fraction <= 1.0:
+            raise MooziError(f"planner.dirichlet_fraction must be in [0, 1], got {self.dirichlet_fraction}")
+        if self.dirichlet_alpha <= 0.0:
+            raise MooziError(f"planner.dirichlet_alpha must be > 0, got {self.dirichlet_alpha}")
+        if self.temperature < 0.0:
+            raise MooziError(f"planner.temperature must be >= 0, got {self.temperature}")
+        if self.max_num_considered_actions < 1:
+            raise MooziError(
+                f"planner.max_num_considered_actions must be >= 1, got {self.max_num_considered_actions}"
+            )
+        if self.gumbel_scale < 0.0:
+            raise MooziError(f"planner.gumbel_scale must be >= 0, got {self.gumbel_scale}")
+        if not 0.0 <= self.discount <= 1.0:
+            raise MooziError(f"planner.discount must be in [0, 1], got {self.discount}")
+
+
+def search_discount(config: PlannerConfig, spec: EnvSpec) -> float:
+    """The per-edge discount the search backs values up with: gamma, negated for two-player games."""
+    return float(config.discount) * spec.discount_sign
+
+
+# --------------------------------------------------------------------------- models
+
+
+RootFn = Callable[[Params, Array, Any], mctx.RootFnOutput]  # (params, rng, root_input) -> [B] root
+RecurrentFn = Callable[[Params, Array, Array, Any], tuple[mctx.RecurrentFnOutput, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchModel:
+    """The model behind the search: two pure, batched functions in mctx's own types.
+
+    `root(params, rng, root_input) -> mctx.RootFnOutput` turns whatever the
+    caller searches from (a stacked history for MuZero, an env state for
+    AlphaZero) into root priors [B, A], value [B] and an embedding [B, ...].
+    `recurrent(params, rng, action [B], embedding) -> (mctx.RecurrentFnOutput, embedding)`
+    expands one edge; its `discount` [B] already carries gamma and the
+    two-player sign (and 0 past a known terminal state, where a model knows it).
+
+    The planner only calls these two functions, so a new kind of model (an
+    AlphaZero one whose embedding is a pgx state and whose recurrent step is the
+    env step plus the network's prediction) is a new `SearchModel`, not a change
+    to the planner.
+    """
+
+    root: RootFn
+    recurrent: RecurrentFn
+
+
+class AbsorbingEmbedding(NamedTuple):
+    """A model's embedding plus whether the node lies under a dummy-action edge."""
+
+    inner: Any  # [B, ...] the wrapped model's embedding
+    absorbing: Array  # [B] bool
+
+
+def with_absorbing_dummy(model: SearchModel) -> SearchModel:
+    """Makes the dummy action absorbing (thesis 5.2.4): its subtree has zero rewards and values.
+
+    A learned model cannot tell when the game has ended, so the agent learns to
+    take the dummy action past the end; once taken, every edge below it has
+    reward 0 and every node value 0, so the subtree backs up exactly 0 and
+    cannot leak untrained value estimates into the root.
+
+    Prior below an absorbing node: uniform. Every Q there is 0, so the prior
+    only spreads visits within the subtree; uniform keeps the network's (never
+    trained) policy on post-terminal states out of it. The wrapped model still
+    runs on absorbing rows (the batch runs in lockstep, skipping would not save
+    anything) and its outputs are masked with `where`.
+    """
+
+    def root(params, rng, root_input):
+        out = model.root(params, rng, root_input)
+        absorbing = jnp.zeros(jnp.shape(out.value), bool)  # [B]
+        return out.replace(embedding=AbsorbingEmbedding(out.embedding, absorbing))
+
+    def recurrent(params, rng, action, embedding: AbsorbingEmbedding):
+        out, inner = model.recurrent(params, rng, action, embedding.inner)
+        absorbing = embedding.absorbing | (action == DUMMY_ACTION)  # [B]
+        out = out.replace(
+            reward=jnp.where(absorbing, 0.0, out.reward).astype(out.reward.dtype),
+            value=jnp.where(absorbing, 0.0, out.value).astype(out.value.dtype),
+            prior_logits=jnp.where(absorbing[:, None], 0.0, out.prior_logits).astype(out.prior_logits.dtype),
+        )
+        return out, AbsorbingEmbedding(inner, absorbing)
+
+    return SearchModel(root=root, recurrent=recurrent)
+
+
+def make_learned_model(network, discount: float) -> SearchModel:
+    """MuZero's model without the dummy-action rule: root = initial inference, recurrent = recurrent inference.
+
+    `network` follows `moozi.core.network.Network`; `params` passed to the
+    search is its Flax variables dict, and the network's value/reward scalars
+    are already decoded to environment scale. `discount` is the signed
+    per-edge discount (`search_discount`).
+    """
+
+    def root(params, rng, stacked_obs):
+        del rng
+        out = network.initial_inference(params, stacked_obs)
+        return mctx.RootFnOutput(prior_logits=out.policy_logits, value=out.value, embedding=out.hidden_state)
+
+    def recurrent(params, rng, action, hidden_state):
+        del rng
+        out = network.recurrent_inference(params, hidden_state, action)
+        return (
+            mctx.RecurrentFnOutput(
+                reward=out.reward,
+                discount=jnp.full_like(out.value, discount),
+                prior_logits=out.policy_logits,
+                value=out.value,
+            ),
+            out.hidden_state,
+        )
+
+    return SearchModel(root=root, recurrent=recurrent)
+
+
+def make_muzero_model(network, discount: float) -> SearchModel:
+    """MuZero's search model: the learned model with an absorbing dummy action."""
+    return with_absorbing_dummy(make_learned_model(network, discount))
+
+
+# --------------------------------------------------------------------------- search
+
+
+class SearchStats(NamedTuple):
+    """Per-search numbers for logging."""
+
+    max_depth: Array  # [B] int32: depth of the deepest node (root = 0)
+    visit_entropy: Array  # [B] float32: entropy (nats) of the root visit distribution
+    chosen_q: Array  # [B] float32: Q(root, acted action)
+    raw_root_value: Array  # [B] float32: the model's value of the root before search
+
+
+class PlannerOutput(NamedTuple):
+    """What one batched search returns (thesis 5.2.5)."""
+
+    action: Array  # [B] int32: a_t
+    root_value: Array  # [B] float32: v*_t, from the player to move
+    action_probs: Array  # [B, A] float32: p*_t, mctx's `action_weights`
+    stats: SearchStats
+
+
+def legal_to_invalid(legal_actions: Array) -> Array:
+    """mctx's `invalid_actions` [B, A] from a legal mask [B, A].
+
+    A row with no legal action at all breaks the env contract, but would make
+    the search's softmax and argmax meaningless; such rows treat the dummy as
+    their only legal action, which is what the contract gives on is_last steps.
+    """
+    legal = jnp.asarray(legal_actions, bool)  # [B, A]
+    none_legal = ~jnp.any(legal, axis=-1)  # [B]
+    legal = legal.at[:, DUMMY_ACTION].set(legal[:, DUMMY_ACTION] | none_legal)
+    return ~legal
+
+
+def run_search(
+    config: PlannerConfig,
+    model: SearchModel,
+    params: Params,
+    rng: Array,
+    root_input: Any,
+    legal_actions: Array,
+) -> mctx.PolicyOutput:
+    """Runs the configured mctx policy from `root_input`; illegal root actions are masked.
+
+    Returns mctx's `PolicyOutput` with the whole search tree (tests and
+    debugging inspect it; `plan` summarizes it).
+    """
+    root_rng, search_rng = jax.random.split(rng)
+    root = model.root(params, root_rng, root_input)
+    invalid = legal_to_invalid(legal_actions)  # [B, A]
+    if config.search_policy is SearchPolicy.MUZERO:
+        return mctx.muzero_policy(
+            params,
+            search_rng,
+            root,
+            model.recurrent,
+            num_simulations=config.num_simulations,
+            invalid_actions=invalid,
+            # mctx asserts these are Python floats.
+            dirichlet_fraction=float(config.dirichlet_fraction),
+            dirichlet_alpha=float(config.dirichlet_alpha),
+            pb_c_init=float(config.pb_c_init),
+            pb_c_base=float(config.pb_c_base),
+            temperature=float(config.temperature),
+        )
+    if config.search_policy is SearchPolicy.GUMBEL_MUZERO:
+        return mctx.gumbel_muzero_policy(
+            params,
+            search_rng,
+            root,
+            model.recurrent,
+            num_simulations=config.num_simulations,
+            invalid_actions=invalid,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=float(config.gumbel_scale),
+        )
+    raise MooziError(f"unknown search policy {config.search_policy!r}")
+
+
+def tree_max_depth(tree: mctx.Tree) -> Array:
+    """Depth [B] of the deepest node, by pointer jumping over `parents` (log2(N) gathers, no node loop)."""
+    parents = tree.parents  # [B, N], -1 at the root and at unused nodes
+    self_index = jnp.broadcast_to(jnp.arange(parents.shape[-1]), parents.shape)
+    # Nodes without a parent point at themselves at distance 0, so jumping past them adds nothing.
+    anc = jnp.where(parents >= 0, parents, self_index)  # [B, N]
+    depth = (parents >= 0).astype(jnp.int32)  # [B, N] distance from each node to `anc`
+    for _ in range(max(1, (parents.shape[-1] - 1).bit_length())):
+        depth = depth + jnp.take_along_axis(depth, anc, axis=-1)
+        anc = jnp.take_along_axis(anc, anc, axis=-1)
+    return jnp.max(depth, axis=-1)
+
+
+def summarize(config: PlannerConfig, policy_output: mctx.PolicyOutput) -> PlannerOutput:
+    """Turns mctx's output into (a_t, v*_t, p*_t, stats)."""
+    tree = policy_output.search_tree
+    summary = tree.summary()
+    action_probs = policy_output.action_weights  # [B, A]
+    action = policy_output.action
+    if config.search_policy is SearchPolicy.MUZERO and config.temperature == 0.0:
+        # mctx divides the logits by a tiny number and samples, which breaks visit-count
+        # ties at random; evaluation wants a reproducible argmax (first maximum).
+        action = jnp.argmax(summary.visit_counts, axis=-1)
+    action = action.astype(jnp.int32)
+    visit_probs = summary.visit_probs  # [B, A]
+    visit_entropy = jnp.sum(jax.scipy.special.entr(visit_probs), axis=-1)
+    chosen_q = jnp.take_along_axis(summary.qvalues, action[:, None], axis=-1)[:, 0]
+    stats = SearchStats(
+        max_depth=tree_max_depth(tree),
+        visit_entropy=visit_entropy,
+        chosen_q=chosen_q,
+        raw_root_value=tree.raw_values[:, tree.ROOT_INDEX],
+    )
+    return PlannerOutput(action=action, root_value=summary.value, action_probs=action_probs, stats=stats)
+
+
+def plan(
+    config: PlannerConfig,
+    model: SearchModel,
+    params: Params,
+    rng: Array,
+    root_input: Any,
+    legal_actions: Array,
+) -> PlannerOutput:
+    """One batched search: P(root input) -> (a_t [B], v*_t [B], p*_t [B, A], stats). Pure; jit the caller."""
+    return summarize(config, run_search(config, model, params, rng, root_input, legal_actions))
+
+
+def make_planner(config: PlannerConfig, model: SearchModel) -> Callable[[Params, Array, Any, Array], PlannerOutput]:
+    """`plan` with the config and model bound: `planner(params, rng, root_input, legal_actions [B, A])`."""
+
+    def planner(params, rng, root_input, legal_actions):
+        return plan(config, model, params, rng, root_input, legal_actions)
+
+    return planner

@@ -1,0 +1,99 @@
+"""The step contract every env bridge produces (DESIGN.md, thesis 5.2.2).
+
+Actions are in moozi's augmented action space of size A = A_env + 1: index 0 is
+the dummy action (thesis 5.2.4), index a >= 1 is the library's action a - 1.
+
+An env is a continuous task: `step(action, is_last)` resets the env when
+`is_last` is True (the `is_last` of the previous output) and ignores `action`
+(thesis Algorithm 1), so the main loop never special-cases episode ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+DUMMY_ACTION = 0
+SINGLE_AGENT = -1  # `to_play` of single-agent envs
+
+
+class StepOutput(NamedTuple):
+    """What one env step yields. A vectorized env adds a leading batch axis [B] to every field."""
+
+    obs: Any  # [H, W, C] float32; vector observations are [1, 1, C]
+    is_first: Any  # [] bool
+    is_last: Any  # [] bool
+    reward: Any  # [] float32: reward of the player who just acted (0 on is_first)
+    legal_actions: Any  # [A] bool; index 0 (dummy) is legal only on is_last steps
+    to_play: Any  # [] int32: player to move at this state, SINGLE_AGENT (-1) for one player
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Static facts about an env, enough to build networks and buffers."""
+
+    name: str  # canonical, library-qualified name, e.g. "openspiel:tic_tac_toe"
+    obs_shape: tuple[int, int, int]  # (H, W, C)
+    num_actions: int  # A = A_env + 1, dummy action included
+    num_players: int  # 1 or 2 (two-player games are zero-sum and alternate turns)
+    binary_obs: bool = False  # every observation value is 0 or 1: replay may store it as uint8
+    max_episode_steps: int | None = None  # a bound on episode length where the library has one
+    action_names: tuple[str, ...] | None = None  # names of actions 1..A-1 for humans, if known
+
+    @property
+    def is_two_player(self) -> bool:
+        return self.num_players == 2
+
+    @property
+    def discount_sign(self) -> float:
+        """+1 for one player; -1 for alternating two-player zero-sum games (values flip sign each ply)."""
+        return -1.0 if self.num_players == 2 else 1.0
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A single host-side environment (OpenSpiel, MinAtar, Gymnasium, ALE)."""
+
+    spec: EnvSpec
+
+    def reset(self, seed: int | None = None) -> StepOutput:
+        """Starts a new episode (and reseeds if `seed` is given); returns its first step."""
+
+    def step(self, action: int, is_last: bool) -> StepOutput:
+        """Takes `action` (augmented index), or resets if `is_last`. Raises IllegalActionError."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class JaxEnv(Protocol):
+    """A JAX-native environment (pgx, gymnax): pure functions, jittable and vmappable.
+
+    `State` is any pytree. Both functions are unbatched; vmap them at the call site.
+    """
+
+    spec: EnvSpec
+
+    def init(self, key) -> tuple[Any, StepOutput]:
+        """Returns the state and first step of a new episode."""
+
+    def step(self, state, action, is_last, key) -> tuple[Any, StepOutput]:
+        """Pure step with the same reset-on-is_last semantics as `Env.step`.
+
+        Illegal actions cannot raise inside jit: document what happens (e.g. the
+        library's own penalty) in the bridge.
+        """
+
+
+def empty_step(spec: EnvSpec) -> StepOutput:
+    """A zero step with the spec's shapes (for buffers and tracing)."""
+    return StepOutput(
+        obs=np.zeros(spec.obs_shape, np.float32),
+        is_first=np.bool_(False),
+        is_last=np.bool_(False),
+        reward=np.float32(0.0),
+        legal_actions=np.zeros((spec.num_actions,), bool),
+        to_play=np.int32(SINGLE_AGENT),
+    )

@@ -1,0 +1,131 @@
+"""pgx bridge: pgx's JAX-native games behind the `JaxEnv` step contract (thesis 5.2.2).
+
+Names are `pgx:<env id>` for any id in `pgx.available_envs()`, e.g.
+`pgx:tic_tac_toe`, `pgx:connect_four`, `pgx:go_9x9`, `pgx:minatar-breakout`.
+
+- The bridge state is the pgx `State` itself; `init`/`step` are pure and
+  unbatched (vmap at the call site) and jit-compile, so self-play can run as
+  one XLA program.
+- obs is `state.observation`, pgx's view of the player to move, as float32;
+  1-D observations become (1, 1, C) and 2-D ones (H, W, 1).
+- reward is the reward of the player who just acted: pgx's `rewards` holds one
+  entry per player, indexed here with the player to move before the step.
+- to_play is `state.current_player` for two-player games and SINGLE_AGENT for
+  one-player games (2048, MinAtar).
+- Illegal actions cannot raise inside jit. Every illegal action (a masked
+  library action, the dummy on a non-last step, an index outside [0, A)) goes
+  through pgx's own rule for illegal moves: the episode ends at once and the
+  mover gets pgx's penalty (-1; in two-player games the opponent gets +1). We
+  get there by hiding the library mask for out-of-range and dummy actions
+  before calling `pgx.Env.step`, so pgx, not moozi, decides the penalty.
+- Caveat: pgx's backgammon gives a player several moves in a row, and
+  kuhn_poker/leduc_holdem hide information. The bridge plays them faithfully
+  (to_play says who moves), but a search that flips the value sign every ply
+  assumes alternating turns and perfect information.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
+from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
+
+PREFIX = "pgx:"
+_MINATAR_OPTIONS = ("sticky_action_prob",)  # passed to pgx's MinAtar env classes
+
+
+def known_games() -> list[str]:
+    """Every playable `pgx:` name (games with more than two players are left out)."""
+    import pgx
+
+    return [PREFIX + game for game in pgx.available_envs() if game != "sparrow_mahjong"]
+
+
+def make(game: str, **options) -> "PgxEnv":
+    """Builds the bridge for `pgx:<env id>` (or a bare env id).
+
+    Options: `sticky_action_prob` (float, default 0.1 as in pgx and the MinAtar
+    paper) for `minatar-*` games only.
+    """
+    import pgx
+
+    env_id = game[len(PREFIX):] if game.startswith(PREFIX) else game
+    available = list(pgx.available_envs())
+    if env_id not in available:
+        by_lower = {name.lower(): name for name in available}
+        close = [by_lower[c] for c in difflib.get_close_matches(env_id.lower(), list(by_lower), n=3)]
+        hint = f"did you mean {', '.join(PREFIX + c for c in close)}?" if close else "see `moozi games`"
+        raise UnknownGameError(f"unknown pgx game {game!r}: {hint}")
+    allowed = _MINATAR_OPTIONS if env_id.startswith("minatar-") else ()
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise MooziError(f"pgx:{env_id} does not take option(s) {', '.join(unknown)}; allowed: {', '.join(allowed) or 'none'}")
+    env = pgx.make(env_id)
+    if options:
+        env = type(env)(**options)
+    if env.num_players > 2:
+        raise UnsupportedGameError(f"pgx:{env_id} has {env.num_players} players; moozi plays one- and two-player games only")
+    return PgxEnv(env, PREFIX + env_id)
+
+
+def _as_image(obs) -> jax.Array:
+    """Any pgx observation as a float32 (H, W, C) image."""
+    obs = jnp.asarray(obs, jnp.float32)
+    if obs.ndim == 1:
+        return obs[None, None, :]  # [1, 1, C]
+    if obs.ndim == 2:
+        return obs[:, :, None]  # [H, W, 1]
+    return obs
+
+
+class PgxEnv:
+    """A pgx game as a `JaxEnv`. Build it with `make`."""
+
+    def __init__(self, env: Any, name: str):
+        self._env = env
+        probe = env.init(jax.random.PRNGKey(0))
+        self._num_env_actions = int(probe.legal_action_mask.shape[0])
+        self.spec = EnvSpec(
+            name=name,
+            obs_shape=tuple(int(d) for d in _as_image(probe.observation).shape),
+            num_actions=self._num_env_actions + 1,
+            num_players=int(env.num_players),
+            binary_obs=probe.observation.dtype == jnp.bool_,
+        )
+
+    def _output(self, state, reward, is_first) -> StepOutput:
+        is_last = state.terminated | state.truncated
+        # On last steps only the dummy is legal; pgx's all-True terminal mask is dropped.
+        legal = jnp.concatenate([is_last[None], state.legal_action_mask & ~is_last])  # [A]
+        to_play = state.current_player if self.spec.num_players == 2 else jnp.int32(SINGLE_AGENT)
+        return StepOutput(
+            obs=_as_image(state.observation),
+            is_first=jnp.asarray(is_first, jnp.bool_),
+            is_last=jnp.asarray(is_last, jnp.bool_),
+            reward=jnp.asarray(reward, jnp.float32),
+            legal_actions=legal,
+            to_play=jnp.asarray(to_play, jnp.int32),
+        )
+
+    def init(self, key) -> tuple[Any, StepOutput]:
+        state = self._env.init(key)
+        return state, self._output(state, 0.0, True)
+
+    def step(self, state, action, is_last, key) -> tuple[Any, StepOutput]:
+        reset_key, step_key = jax.random.split(key)
+        action = jnp.asarray(action, jnp.int32)
+        mover = state.current_player
+        in_range = (action > DUMMY_ACTION) & (action < self.spec.num_actions)
+        # An empty mask makes pgx treat the (clipped) action as illegal and apply its penalty.
+        checked = state.replace(legal_action_mask=state.legal_action_mask & in_range)
+        lib_action = jnp.clip(action - 1, 0, self._num_env_actions - 1)
+        stepped = self._env.step(checked, lib_action, step_key)
+        step_branch = (stepped, self._output(stepped, stepped.rewards[mover], False))
+        # Both branches are computed so the select vmaps (no Python control flow on is_last).
+        reset_branch = self.init(reset_key)
+        return jax.tree.map(lambda a, b: jnp.where(is_last, a, b), reset_branch, step_branch)

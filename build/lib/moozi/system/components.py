@@ -1,0 +1,86 @@
+"""Builds the pieces every role needs from one Config: env factory, spec, network, planners."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from moozi.config import Config
+from moozi.core.network import Network, make_network
+from moozi.core.planner import PlannerConfig
+from moozi.envs.base import Env, EnvSpec
+from moozi.envs.registry import make_env, resolve_game_name
+
+# Options each library's bridge accepts from EnvConfig.
+_STICKY_LIBRARIES = ("minatar", "atari", "gymnax")
+_FULL_ACTION_LIBRARIES = ("minatar", "atari")
+
+
+def env_options(config: Config) -> dict:
+    """The bridge options that EnvConfig sets for this game's library."""
+    library = resolve_game_name(config.game).split(":", 1)[0]
+    options = {}
+    if config.env.sticky_action_prob is not None and library in _STICKY_LIBRARIES:
+        options["sticky_action_prob"] = config.env.sticky_action_prob
+    if config.env.full_action_space and library in _FULL_ACTION_LIBRARIES:
+        options["full_action_space"] = True
+    return options
+
+
+def env_factory(config: Config) -> Callable[[], Env]:
+    """A picklable zero-argument factory (VectorEnv sends it to its worker processes)."""
+    return functools.partial(make_env, config.game, **env_options(config))
+
+
+@functools.lru_cache(maxsize=32)
+def _spec_for(game: str, options: tuple) -> EnvSpec:
+    env = make_env(game, **dict(options))
+    spec = env.spec
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()
+    return spec
+
+
+def env_spec(config: Config) -> EnvSpec:
+    return _spec_for(config.game, tuple(sorted(env_options(config).items())))
+
+
+def build_network(config: Config, spec: EnvSpec) -> Network:
+    return make_network(
+        config.network,
+        obs_shape=spec.obs_shape,
+        history_length=config.targets.history_length,
+        num_actions=spec.num_actions,
+    )
+
+
+def example_stacked_obs(config: Config, spec: EnvSpec, batch_size: int = 1):
+    h, w, c = spec.obs_shape
+    channels = config.targets.history_length * (c + spec.num_actions)
+    return jnp.zeros((batch_size, h, w, channels), jnp.float32)
+
+
+def greedy_planner_config(config: PlannerConfig) -> PlannerConfig:
+    """The testing worker's and evaluation's search: no root noise, argmax action.
+
+    Gumbel MuZero's root noise is its Gumbel sample, so gumbel_scale goes to 0 too
+    (otherwise the "greedy" agent samples its moves)."""
+    return dataclasses.replace(config, dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
+
+
+def reanalyze_planner_config(config: PlannerConfig) -> PlannerConfig:
+    """Reanalyze re-searches without exploration noise (thesis 5.2.11)."""
+    return dataclasses.replace(config, dirichlet_fraction=0.0)
+
+
+def seed_key(seed: int, *path: int):
+    """A JAX key for one role, derived from the run's seed and the role's path."""
+    key = jax.random.key(seed)
+    for p in path:
+        key = jax.random.fold_in(key, p)
+    return key

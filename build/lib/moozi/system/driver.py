@@ -1,0 +1,410 @@
+"""The driver (thesis 5.2.1): builds every role from one Config and moves data between them.
+
+Synchronous schedule (Cleanba 4.2). At iteration i the rollout workers act
+with parameter version v_{i-1} while the parameter optimizer turns batches
+sampled from the data of iterations < i into version v_i; then priorities go
+back to the replay buffer, the new trajectories are added, and v_i becomes
+the workers' next version. Every batch therefore comes from known policy
+versions, and the same seed and config give the same metrics on the inline
+and the Ray backend. Checkpoints are taken only between iterations, so a
+resumed run continues exactly where the stopped one was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import signal
+import sys
+import time
+
+import numpy as np
+
+import moozi
+from moozi.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from moozi.config import Config, load_saved_config, save_config
+from moozi.errors import MooziError
+from moozi.metrics_log import MetricsLogger
+from moozi.system.backends import RoleDiedError, make_backend
+from moozi.system.components import env_spec
+from moozi.system.parameter_optimizer import ParameterOptimizer
+from moozi.system.replay_role import ReplayRole
+from moozi.system.rollout import ReanalyzeRolloutWorker, TestingRolloutWorker, TrainingRolloutWorker
+
+
+@dataclasses.dataclass
+class Counters:
+    iteration: int = 0
+    updates: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    tests: int = 0
+    reanalyzed_steps: int = 0
+    elapsed_seconds: float = 0.0  # training time summed over every invocation of the run
+
+    def as_array(self) -> np.ndarray:
+        return np.asarray(
+            [self.iteration, self.updates, self.env_steps, self.episodes, self.tests, self.reanalyzed_steps],
+            np.int64,
+        )
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> "Counters":
+        return cls(**{f.name: meta["counters"][f.name] for f in dataclasses.fields(cls)})
+
+
+class Driver:
+    def __init__(
+        self,
+        config: Config,
+        run_dir: str | pathlib.Path,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+    ):
+        self.run_dir = pathlib.Path(run_dir)
+        self._prepare_run_dir(resume)
+        if resume:
+            saved = load_saved_config(self.run_dir / "config.json")
+            # Stopping rules may change on resume; everything that shapes learning may not.
+            config = dataclasses.replace(saved, train=dataclasses.replace(
+                saved.train, max_minutes=config.train.max_minutes, max_env_steps=config.train.max_env_steps
+            ), backend=config.backend)
+        self.config = config
+        save_config(config, self.run_dir / "config.json")
+        self.spec = env_spec(config)
+        self.progress = progress
+        self.counters = Counters()
+        self._stop_reason: str | None = None
+        self._backend = make_backend(config.backend.kind, config.backend)
+        b = config.backend
+        self.learner = self._backend.start(
+            "parameter_optimizer", ParameterOptimizer, config, resources={"num_cpus": b.learner_cpus, "num_gpus": b.learner_gpus}
+        )
+        self.replay = self._backend.start("replay_buffer", ReplayRole, config, resources={"num_cpus": b.replay_cpus})
+        self.workers = [
+            self._backend.start(
+                f"training_rollout_worker_{i}",
+                TrainingRolloutWorker,
+                config,
+                i,
+                resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus},
+            )
+            for i in range(config.train.num_training_workers)
+        ]
+        self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
+        self._restored_window = None
+        self.reanalyzer = None
+        if config.train.reanalyze_fraction > 0:
+            self.reanalyzer = self._backend.start(
+                "reanalyze_rollout_worker", ReanalyzeRolloutWorker, config, resources={"num_cpus": b.rollout_worker_cpus}
+            )
+        resume_step = None
+        if resume:
+            resume_step = self._restore()
+        self.logger = MetricsLogger(self.run_dir, resume_from_step=resume_step)
+
+    # --- run directory and checkpoints ------------------------------------------------
+    def _prepare_run_dir(self, resume: bool) -> None:
+        run_dir = self.run_dir
+        if resume and not (run_dir / "config.json").exists():
+            raise MooziError(f"cannot resume: {run_dir} has no config.json (not a moozi run directory)")
+        if not resume and (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+            raise MooziError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            probe = run_dir / ".write_test"
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as e:
+            raise MooziError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
+
+    def _meta(self) -> dict:
+        return {
+            "game": self.spec.name,
+            "moozi_version": moozi.__version__,
+            "counters": dataclasses.asdict(self.counters),
+        }
+
+    def checkpoint(self, window: "_Window | None" = None) -> pathlib.Path:
+        get = self._backend.get
+        train_state = get(self.learner.call("get_state"))
+        arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
+        for i, worker in enumerate(self.workers):
+            state = self._worker_get(i, worker.call("state_dict"), "state_dict")
+            arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
+        meta = self._meta()
+        if window is not None:
+            # The metrics of updates since the last log line: a resumed run logs the same averages.
+            meta["log_window"] = window.state()
+        return save_checkpoint(
+            self.run_dir, self.counters.updates, train_state=train_state, arrays=arrays, meta=meta,
+            keep=self.config.train.keep_checkpoints,
+        )
+
+    def _restore(self) -> int:
+        path = latest_checkpoint(self.run_dir)
+        if path is None:
+            raise MooziError(f"cannot resume: {self.run_dir} has no complete checkpoint")
+        template = self._backend.get(self.learner.call("get_state"))
+        train_state, arrays, meta = load_checkpoint(
+            path, train_state_template=template, expected_meta={"game": self.spec.name}
+        )
+        self._backend.get(self.learner.call("set_state", train_state))
+        self._backend.get(self.replay.call("load_state_dict", _strip(arrays, "replay/")))
+        for i, worker in enumerate(self.workers):
+            self._backend.get(worker.call("load_state_dict", _strip(arrays, f"worker{i}/")))
+        self.counters = Counters.from_meta(meta)
+        self._restored_window = meta.get("log_window")
+        return self.counters.updates
+
+    # --- the loop ----------------------------------------------------------------------
+    def _install_signal_handlers(self):
+        previous = {}
+
+        def request_stop(signum, frame):
+            self._stop_reason = f"signal {signal.Signals(signum).name}"
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, request_stop)
+            except ValueError:  # not the main thread
+                pass
+        return previous
+
+    def _should_stop(self, started: float) -> str | None:
+        train = self.config.train
+        if self._stop_reason:
+            return self._stop_reason
+        if train.max_env_steps is not None and self.counters.env_steps >= train.max_env_steps:
+            return "max_env_steps"
+        if train.max_minutes is not None and time.monotonic() - started >= 60 * train.max_minutes:
+            return "max_minutes"
+        return None
+
+    def run(self) -> dict:
+        config, counters, backend = self.config, self.counters, self._backend
+        train = config.train
+        get = backend.get
+        previous_handlers = self._install_signal_handlers()
+        started = time.monotonic()
+        elapsed_before = counters.elapsed_seconds
+        last_checkpoint = time.monotonic()
+        window = _Window.from_state(self._restored_window)
+        params = get(self.learner.call("get_params"))
+        version = counters.updates
+        ready = get(self.replay.call("ready"))
+        next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
+        fresh_steps_per_iteration = train.rollout_steps * config.env.num_envs * train.num_training_workers
+        last_metrics: dict[str, float] = {}
+        try:
+            while (reason := self._should_stop(started)) is None:
+                t_iter = time.perf_counter()
+                params_ref = backend.put(params)
+                update_future = None
+                if ready:
+                    batches = self.replay.call("sample_batches", train.updates_per_iteration, train.batch_size)
+                    update_future = self.learner.call("update", backend.resolve_arg(batches))
+                rollout_futures = [
+                    w.call("run", params_ref, train.rollout_steps, version) for w in self.workers
+                ]
+                reanalyze_future = None
+                if self.reanalyzer is not None and ready:
+                    share = train.reanalyze_fraction / (1.0 - train.reanalyze_fraction)
+                    steps = int(round(share * fresh_steps_per_iteration))
+                    trajectories = self.replay.call("sample_trajectories", max(1, steps // max(self._mean_episode_length(window), 1)))
+                    reanalyze_future = self.reanalyzer.call("run", params_ref, backend.resolve_arg(trajectories))
+                t_wait = time.perf_counter()
+                results = self._rollout_results(rollout_futures, params_ref, version)
+                window.add("wait_rollout_seconds", time.perf_counter() - t_wait)
+                if update_future is not None:
+                    t_wait = time.perf_counter()
+                    update = get(update_future)
+                    window.add("wait_learner_seconds", time.perf_counter() - t_wait)
+                    self.replay.call("update_priorities", update)
+                    counters.updates = update.version
+                    window.add_metrics(update.metrics, count=len(update.priorities))
+                    window.add("learner_seconds", update.seconds)
+                if reanalyze_future is not None:
+                    reanalysed = get(reanalyze_future)
+                    steps = get(self.replay.call("replace_search_statistics", reanalysed))
+                    counters.reanalyzed_steps += steps
+                    window.add("reanalyzed_steps", steps)
+                get(self.replay.call("add_rollouts", results))
+                for result in results:
+                    counters.env_steps += result.env_steps
+                    counters.episodes += len(result.trajectories)
+                    window.add_rollout(result)
+                ready = get(self.replay.call("ready"))
+                t_params = time.perf_counter()
+                params = get(self.learner.call("get_params"))
+                window.add("param_fetch_seconds", time.perf_counter() - t_params)
+                version = counters.updates
+                counters.iteration += 1
+                window.add("iteration_seconds", time.perf_counter() - t_iter)
+
+                if next_test is not None and counters.updates >= next_test:
+                    test_metrics = get(self.tester.call("run", params, train.test_episodes, config.seed + 7919 * counters.tests))
+                    counters.tests += 1
+                    next_test += train.test_every_updates
+                    self.logger.write(counters.updates, test_metrics, role="test")
+                    last_metrics.update(test_metrics)
+
+                if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
+                    replay_stats = get(self.replay.call("stats"))
+                    metrics = window.summary(counters)
+                    metrics.update(replay_stats)
+                    self.logger.write(counters.updates, metrics)
+                    last_metrics.update(metrics)
+                    window = _Window()
+                    if self.progress:
+                        self._print_progress(started, last_metrics)
+                if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                    counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+                    self.checkpoint(window)
+                    last_checkpoint = time.monotonic()
+            counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+            path = self.checkpoint(window)
+            if self.progress:
+                print(file=sys.stderr)
+            self.logger.flush()
+            return {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+        finally:
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+            self.logger.close()
+
+    def _rollout_results(self, futures, params_ref, version) -> list:
+        steps = self.config.train.rollout_steps
+        return [self._worker_get(i, f, "run", params_ref, steps, version) for i, f in enumerate(futures)]
+
+    def _worker_get(self, i: int, future, method: str, *args):
+        """The value of training worker i's `future` (a call of `method` with `args`). If the worker's
+        process died, a replacement (same index, fresh envs) makes the call again: what the dead one
+        had not returned is dropped whole, so no step is counted twice or half-written."""
+        try:
+            return self._backend.get(future)
+        except RoleDiedError as e:
+            if e.role != self.workers[i].name:
+                raise
+            print(f"{e.role} died; a replacement takes its place", file=sys.stderr)
+            self.workers[i] = self._backend.restart(self.workers[i])
+            return self._backend.get(self.workers[i].call(method, *args))
+
+    def _mean_episode_length(self, window) -> int:
+        return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)
+
+    def _print_progress(self, started: float, metrics: dict) -> None:
+        train = self.config.train
+        elapsed = time.monotonic() - started
+        fractions = []
+        if train.max_minutes:
+            fractions.append(elapsed / (60 * train.max_minutes))
+        if train.max_env_steps:
+            fractions.append(self.counters.env_steps / train.max_env_steps)
+        eta = ""
+        if fractions and max(fractions) > 0:
+            remaining = elapsed * (1 - max(fractions)) / max(fractions)
+            eta = f" ETA {_clock(max(remaining, 0))}"
+        parts = [
+            f"{_clock(elapsed)}{eta}",
+            f"upd {self.counters.updates}",
+            f"env {self.counters.env_steps}",
+        ]
+        for key, label in (
+            ("total_loss", "loss"),
+            ("episode_return", "return"),
+            ("test_return", "test"),
+            ("test_win_rate", "win"),
+            ("env_steps_per_s", "env/s"),
+        ):
+            if key in metrics and metrics[key] is not None and math.isfinite(metrics[key]):
+                parts.append(f"{label} {metrics[key]:.3g}")
+        line = " | ".join(parts)
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(line.ljust(100), end=end, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        for handle in [*self.workers, self.tester, self.reanalyzer, self.learner, self.replay]:
+            if handle is not None and self._backend.kind == "inline":
+                close = getattr(handle.obj, "close", None)
+                if close:
+                    close()
+        self._backend.shutdown()
+
+
+class _Window:
+    """Sums of metrics between two log lines (throughput, waits, losses)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.updates = 0
+        self.iterations = 0
+        self.env_steps = 0
+
+    def state(self) -> dict:
+        return {
+            "sums": self.sums,
+            "counts": self.counts,
+            "updates": self.updates,
+            "iterations": self.iterations,
+            "env_steps": self.env_steps,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict | None) -> "_Window":
+        window = cls()
+        if state:
+            window.sums = {k: float(v) for k, v in state["sums"].items()}
+            window.counts = {k: int(v) for k, v in state["counts"].items()}
+            window.updates, window.iterations, window.env_steps = state["updates"], state["iterations"], state["env_steps"]
+        return window
+
+    def add(self, key: str, value: float, count: int = 1) -> None:
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.counts[key] = self.counts.get(key, 0) + count
+        if key == "iteration_seconds":
+            self.iterations += 1
+
+    def add_metrics(self, metrics: dict, count: int) -> None:
+        self.updates += count
+        for key, value in metrics.items():
+            self.add(key, value * count, count)
+
+    def add_rollout(self, result) -> None:
+        self.env_steps += result.env_steps
+        for key, value in result.metrics.items():
+            if key in ("env_steps", "episodes"):
+                continue
+            self.add(key, value)
+
+    def mean(self, key: str) -> float | None:
+        return self.sums[key] / self.counts[key] if self.counts.get(key) else None
+
+    def summary(self, counters: Counters) -> dict[str, float]:
+        seconds = max(time.perf_counter() - self.start, 1e-9)
+        out = {}
+        for key in self.sums:
+            if key.endswith("_seconds") or key == "reanalyzed_steps":
+                out[key] = self.sums[key]
+            else:
+                out[key] = self.mean(key)
+        out["env_steps_per_s"] = self.env_steps / seconds
+        out["searches_per_s"] = self.env_steps / seconds  # one search per env step
+        out["updates_per_s"] = self.updates / seconds
+        out["env_steps"] = float(counters.env_steps)
+        out["episodes"] = float(counters.episodes)
+        out["policy_version"] = float(counters.updates)
+        return out
+
+
+def _strip(arrays: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
