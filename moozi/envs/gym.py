@@ -32,8 +32,9 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
-from moozi.errors import IllegalActionError, MooziError, UnknownGameError, UnsupportedGameError
+from moozi.envs.base import EnvSpec
+from moozi.envs.episodic import SingleAgentEnv, parse_options
+from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
 
 __all__ = [
     "AtariOptions",
@@ -45,9 +46,6 @@ __all__ = [
     "make_gym",
 ]
 
-_TRUE, _FALSE = np.bool_(True), np.bool_(False)
-_NO_REWARD = np.float32(0.0)
-_TO_PLAY = np.int32(SINGLE_AGENT)
 _ATARI_FRAMES_PER_EPISODE = 108_000  # ale-py's v5 cut: 30 minutes of play at 60 frames/s
 # Gymnasium namespaces of JAX-functional envs: they belong to the JAX-native path
 # (and host env workers must not import JAX).
@@ -74,28 +72,6 @@ class AtariOptions:
     noop_max: int = 0  # up to this many random no-ops at reset (0: off, sticky actions randomize instead)
     terminal_on_life_loss: bool = False  # end episodes on a lost life (off: the full game is one episode)
     max_episode_steps: int | None = None  # cut episodes earlier than ale-py's 108,000 frames
-
-
-def _parse_options(cls, where: str, options: dict, *, strict: bool = True):
-    """(cls(**known options), the other options); with `strict`, unknown names are a one-line MooziError."""
-    allowed = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown and strict:
-        raise MooziError(f"unknown option(s) {', '.join(unknown)} for {where}; allowed: {', '.join(allowed)}")
-    return cls(**{k: v for k, v in options.items() if k in allowed}), {k: options[k] for k in unknown}
-
-
-def _legal_masks(num_actions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mask on non-last steps, mask on last steps) of a game whose actions are all always legal.
-
-    Read-only, so every step can hand out the same arrays without copying.
-    """
-    mid = np.ones(num_actions, bool)
-    mid[DUMMY_ACTION] = False
-    last = ~mid
-    mid.setflags(write=False)
-    last.setflags(write=False)
-    return mid, last
 
 
 def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[int, int, int], bool]:
@@ -142,7 +118,7 @@ def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[
     return cast, target, bool(binary)
 
 
-class GymEnv:
+class GymEnv(SingleAgentEnv):
     """A Gymnasium env with a Discrete action space as a moozi `Env` (single agent)."""
 
     def __init__(
@@ -183,64 +159,28 @@ class GymEnv:
             max_episode_steps=min(limits) if limits else None,
             action_names=tuple(action_names) if action_names is not None else None,
         )
-        self._limit = max_episode_steps  # the library's own limit ends episodes by itself
-        self._mid_mask, self._last_mask = _legal_masks(self.spec.num_actions)
+        self._init_episodes(max_episode_steps)
         self._first_seed = seed
-        self._t = 0
-        self._done: bool | None = None  # None before the first reset
 
     @property
     def gym_env(self) -> gymnasium.Env:
         """The Gymnasium env with its wrappers (e.g. for rendering)."""
         return self._env
 
-    def reset(self, seed: int | None = None) -> StepOutput:
+    def _begin(self, seed: int | None) -> np.ndarray:
         if seed is None:
             seed = self._first_seed  # the `seed` option applies to the first reset only
         self._first_seed = None
         obs, _ = self._env.reset(seed=seed)
-        self._t = 0
-        self._done = False
-        return StepOutput(
-            obs=self._convert(obs),
-            is_first=_TRUE,
-            is_last=_FALSE,
-            reward=_NO_REWARD,
-            legal_actions=self._mid_mask,
-            to_play=_TO_PLAY,
-        )
+        return self._convert(obs)
 
-    def step(self, action: int, is_last: bool) -> StepOutput:
-        if is_last or self._done is None:
-            return self.reset()
-        action = int(action)
-        if self._done or not 0 < action < self.spec.num_actions:
-            raise self._illegal(action)
+    def _advance(self, action: int) -> tuple[np.ndarray, float, bool]:
         obs, reward, terminated, truncated, _ = self._env.step(action + self._action_offset)
-        self._t += 1
-        done = bool(terminated or truncated) or (self._limit is not None and self._t >= self._limit)
-        self._done = done
-        return StepOutput(
-            obs=self._convert(obs),
-            is_first=_FALSE,
-            is_last=_TRUE if done else _FALSE,
-            reward=np.float32(reward),
-            legal_actions=self._last_mask if done else self._mid_mask,
-            to_play=_TO_PLAY,
-        )
+        return self._convert(obs), reward, terminated or truncated
 
     def close(self) -> None:
-        self._done = None
+        super().close()
         self._env.close()
-
-    def _illegal(self, action: int) -> IllegalActionError:
-        if self._done:
-            return IllegalActionError(
-                f"action {action} is illegal in {self.spec.name}: the episode has ended;"
-                f" pass is_last=True to start the next one; legal: [{DUMMY_ACTION}]"
-            )
-        legal = list(range(1, self.spec.num_actions))
-        return IllegalActionError(f"action {action} is illegal in {self.spec.name}; legal: {legal}")
 
 
 # ------------------------------------------------------------------ gym:<id>
@@ -279,7 +219,7 @@ def _check_gym_id(game: str) -> None:
 def make_gym(game: str, **options) -> GymEnv:
     """The `gym:` factory: `game` is a Gymnasium id; options: GymOptions' fields, others go to gymnasium.make."""
     name = f"gym:{game}"
-    moozi_options, env_kwargs = _parse_options(GymOptions, name, options, strict=False)
+    moozi_options, env_kwargs = parse_options(GymOptions, name, options, strict=False)
     _check_gym_id(game)
     namespace = gymnasium.registry[game].namespace if game in gymnasium.registry else None
     if namespace in _JAX_NAMESPACES:
@@ -348,7 +288,7 @@ def make_atari(game: str, **options) -> GymEnv:
     # the pool, see bench/envs.py).
     cv2.setNumThreads(1)
 
-    opts, _ = _parse_options(AtariOptions, f"atari:{game}", options)
+    opts, _ = parse_options(AtariOptions, f"atari:{game}", options)
     roms = _atari_roms()
     rom = _atari_rom(game, roms)
     if not 0.0 <= opts.sticky_action_prob <= 1.0:

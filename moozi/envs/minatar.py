@@ -22,8 +22,9 @@ import difflib
 import numpy as np
 from minatar import Environment
 
-from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
-from moozi.errors import IllegalActionError, MooziError, UnknownGameError
+from moozi.envs.base import EnvSpec
+from moozi.envs.episodic import SingleAgentEnv, parse_options
+from moozi.errors import MooziError, UnknownGameError
 
 __all__ = ["MinAtarEnv", "MinAtarOptions", "make", "known_games"]
 
@@ -34,11 +35,6 @@ _GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
 _LIBRARY_STEP_LIMITS = {"freeway": 2501}
 _ACTION_NAMES = {"n": "noop", "l": "left", "u": "up", "r": "right", "d": "down", "f": "fire"}
 
-# Shared, read-only scalars: building numpy scalars costs more than the game step
-# of some MinAtar games, so the constant fields reuse these objects.
-_TRUE, _FALSE = np.bool_(True), np.bool_(False)
-_NO_REWARD = np.float32(0.0)
-_TO_PLAY = np.int32(SINGLE_AGENT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,32 +48,12 @@ class MinAtarOptions:
     difficulty_ramping: bool = True  # MinAtar's default: games speed up as the episode goes on
 
 
-def _parse_options(cls, where: str, options: dict):
-    """`cls(**options)`, with unknown names as a one-line MooziError listing the allowed ones."""
-    allowed = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise MooziError(f"unknown option(s) {', '.join(unknown)} for {where}; allowed: {', '.join(allowed)}")
-    return cls(**options)
-
-
 def known_games() -> list[str]:
     """The five MinAtar games."""
     return list(_GAMES)
 
 
-def _legal_masks(num_actions: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mask on non-last steps, mask on last steps); read-only, so every step can share them."""
-    mid = np.ones(num_actions, bool)
-    mid[DUMMY_ACTION] = False
-    last = np.zeros(num_actions, bool)
-    last[DUMMY_ACTION] = True
-    mid.setflags(write=False)
-    last.setflags(write=False)
-    return mid, last
-
-
-class MinAtarEnv:
+class MinAtarEnv(SingleAgentEnv):
     """One MinAtar game as a moozi `Env` (single agent, so `to_play` is always -1)."""
 
     def __init__(self, game: str, options: MinAtarOptions = MinAtarOptions()):
@@ -98,7 +74,6 @@ class MinAtarEnv:
         self._env.seed(options.seed)
         all_actions = list(range(self._env.num_actions()))
         self._actions = all_actions if options.full_action_space else list(self._env.minimal_action_set())
-        self._limit = options.max_episode_steps  # the library's own limit ends episodes by itself
         limits = [n for n in (_LIBRARY_STEP_LIMITS.get(game), options.max_episode_steps) if n is not None]
         letters = self._env.env.action_map
         self.spec = EnvSpec(
@@ -110,11 +85,9 @@ class MinAtarEnv:
             max_episode_steps=min(limits) if limits else None,
             action_names=tuple(_ACTION_NAMES[letters[a]] for a in self._actions),
         )
-        self._mid_mask, self._last_mask = _legal_masks(self.spec.num_actions)
-        self._t = 0
-        self._done: bool | None = None  # None before the first reset
+        self._init_episodes(options.max_episode_steps)
 
-    def reset(self, seed: int | None = None) -> StepOutput:
+    def _begin(self, seed: int | None) -> np.ndarray:
         if seed is not None:
             self._env.seed(seed)
         self._env.reset()
@@ -122,49 +95,13 @@ class MinAtarEnv:
         # repeat of an episode would depend on the previous one; an episode
         # should depend only on the RNG, as reproducibility from the seed needs.
         self._env.last_action = 0
-        self._t = 0
-        self._done = False
-        return StepOutput(
-            obs=self._env.state().astype(np.float32),
-            is_first=_TRUE,
-            is_last=_FALSE,
-            reward=_NO_REWARD,
-            legal_actions=self._mid_mask,
-            to_play=_TO_PLAY,
-        )
+        return self._env.state().astype(np.float32)
 
-    def step(self, action: int, is_last: bool) -> StepOutput:
-        if is_last or self._done is None:
-            return self.reset()
-        action = int(action)
-        if self._done or not 0 < action < self.spec.num_actions:
-            raise self._illegal(action)
+    def _advance(self, action: int) -> tuple[np.ndarray, float, bool]:
         reward, terminal = self._env.act(self._actions[action - 1])
-        self._t += 1
-        done = bool(terminal) or (self._limit is not None and self._t >= self._limit)
-        self._done = done
-        return StepOutput(
-            obs=self._env.state().astype(np.float32),
-            is_first=_FALSE,
-            is_last=_TRUE if done else _FALSE,
-            reward=np.float32(reward),
-            legal_actions=self._last_mask if done else self._mid_mask,
-            to_play=_TO_PLAY,
-        )
-
-    def close(self) -> None:
-        self._done = None
-
-    def _illegal(self, action: int) -> IllegalActionError:
-        if self._done:
-            return IllegalActionError(
-                f"action {action} is illegal in {self.spec.name}: the episode has ended;"
-                f" pass is_last=True to start the next one; legal: [{DUMMY_ACTION}]"
-            )
-        legal = list(range(1, self.spec.num_actions))
-        return IllegalActionError(f"action {action} is illegal in {self.spec.name}; legal: {legal}")
+        return self._env.state().astype(np.float32), reward, terminal
 
 
 def make(game: str, **options) -> MinAtarEnv:
     """The bridge's factory for the registry: `game` is what follows `minatar:`; options as in MinAtarOptions."""
-    return MinAtarEnv(game, _parse_options(MinAtarOptions, f"{PREFIX}:{game}", options))
+    return MinAtarEnv(game, parse_options(MinAtarOptions, f"{PREFIX}:{game}", options)[0])
