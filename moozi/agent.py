@@ -10,11 +10,11 @@ from __future__ import annotations
 import pathlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from moozi.checkpoint import latest_checkpoint, load_checkpoint
 from moozi.config import Config, load_saved_config
-from moozi.core.acting import make_act_fn
 from moozi.core.learner import init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
 from moozi.envs.registry import make_env
@@ -26,6 +26,7 @@ from moozi.system.components import (
     env_spec,
     example_stacked_obs,
     greedy_planner_config,
+    make_acting,
     seed_key,
 )
 
@@ -38,18 +39,28 @@ class Agent:
         self.spec = env_spec(config)
         self.variables = variables
         self.checkpoint = checkpoint
-        network = build_network(config, self.spec)
-        self._act = make_act_fn(network, greedy_planner_config(config.planner), self.spec, config.targets.history_length)
+        self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
         self._key = seed_key(config.seed, 99)
 
     def new_history(self):
         return init_history(1, self.config.targets.history_length, self.spec.obs_shape)
 
-    def act(self, history, step: StepOutput, last_action: int):
-        """One greedy decision: returns (new history, augmented action, root value)."""
+    @property
+    def needs_env_state(self) -> bool:
+        """AlphaZero agents search from the game's own state, so `act` needs it."""
+        return self.config.agent == "alphazero"
+
+    def act(self, history, step: StepOutput, last_action: int, env_state=None):
+        """One greedy decision: returns (new history, augmented action, root value).
+
+        `env_state` is the (unbatched) JaxEnv state at `step`; AlphaZero agents need it."""
+        if self.needs_env_state and env_state is None:
+            raise MooziError("an AlphaZero agent searches from the game's state: pass env_state to act()")
         batched = StepOutput(*(np.asarray(x)[None] for x in step))
+        if env_state is not None:
+            env_state = jax.tree.map(lambda x: jnp.asarray(x)[None], env_state)
         self._key, key = jax.random.split(self._key)
-        history, out = self._act(self.variables, history, batched, np.asarray([last_action], np.int32), key)
+        history, out = self._act(self.variables, history, batched, np.asarray([last_action], np.int32), env_state, key)
         return history, int(out.action[0]), float(out.root_value[0])
 
     def play_episode(self, env=None, seed: int = 0) -> float:

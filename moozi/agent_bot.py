@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pyspiel
 
 from moozi.envs.base import DUMMY_ACTION
 from moozi.envs.openspiel import OpenSpielEnv
+from moozi.envs.registry import make_env
+from moozi.envs.twins import openspiel_twin
 from moozi.errors import MooziError
 from moozi.history import push_history
 
@@ -39,27 +42,31 @@ class MooziBot(pyspiel.Bot):
             raise MooziError(f"MooziBot for player {self._player_id} asked to move for player {state.current_player()}")
         agent = self._agent
         length = agent.config.targets.history_length
-        decisions = self._decision_points(state)  # [(state, augmented action taken there)]
-        start = max(0, len(decisions) - length)
+        steps, env_state = self._steps(state)  # [(step output, augmented action taken there)]
+        start = max(0, len(steps) - length)
         history = agent.new_history()
         last_action = DUMMY_ACTION
-        for k in range(start, len(decisions) - 1):
-            past, action_taken = decisions[k]
-            step = self._env.step_output_at(past)
+        for k in range(start, len(steps) - 1):
+            past, action_taken = steps[k]
             history = _push(
                 history,
-                np.asarray(step.obs)[None],
+                np.asarray(past.obs)[None],
                 np.asarray([k == 0]),
                 np.asarray([last_action], np.int32),
             )
             last_action = action_taken
-        step = self._env.step_output_at(state)
-        if len(decisions) == 1:
+        step = steps[-1][0]
+        if len(steps) == 1:
             step = step._replace(is_first=np.bool_(True))
-        _, action, _ = agent.act(history, step, last_action)
+        _, action, _ = agent.act(history, step, last_action, env_state)
         if action == DUMMY_ACTION or not step.legal_actions[action]:
             raise MooziError(f"the agent chose an illegal action {action} at {state.history_str()}")
         return action - 1
+
+    def _steps(self, state):
+        """The env output at every decision point from the start up to `state`, with the action
+        taken at each (the dummy at `state`), and the env state at `state` (None: not needed)."""
+        return [(self._env.step_output_at(past), action) for past, action in self._decision_points(state)], None
 
     def _decision_points(self, state):
         """Every non-chance state from the start up to `state`, with the action taken at each."""
@@ -74,7 +81,37 @@ class MooziBot(pyspiel.Bot):
         return points
 
 
+class PgxTwinBot(MooziBot):
+    """An agent trained on the pgx twin of an OpenSpiel game (AlphaZero mode) playing the OpenSpiel game.
+
+    The OpenSpiel action history is replayed in pgx (the twins share action ids,
+    moozi/envs/twins.py), so the agent sees pgx's observations and, for
+    AlphaZero, searches from the replayed pgx state.
+    """
+
+    def __init__(self, agent, player_id: int):
+        pyspiel.Bot.__init__(self)
+        self._agent = agent
+        self._player_id = player_id
+        env = make_env(agent.spec.name)
+        self._init = jax.jit(env.init)
+        self._step = jax.jit(env.step)
+
+    def _steps(self, state):
+        if any(item.player == pyspiel.PlayerId.CHANCE for item in state.full_history()):
+            raise MooziError("replaying in a pgx twin needs a game without chance moves")
+        env_state, out = self._init(jax.random.PRNGKey(0))
+        steps = []
+        for action in state.history():
+            steps.append((jax.device_get(out), action + 1))
+            env_state, out = self._step(env_state, jnp.int32(action + 1), jnp.bool_(False), jax.random.PRNGKey(0))
+        steps.append((jax.device_get(out), DUMMY_ACTION))
+        return steps, env_state
+
+
 def make_openspiel_bot(agent, player_id: int) -> MooziBot:
+    if openspiel_twin(agent.spec.name) is not None:
+        return PgxTwinBot(agent, player_id)
     if not agent.spec.name.startswith("openspiel:"):
-        raise MooziError(f"as_openspiel_bot needs an OpenSpiel game; this agent plays {agent.spec.name}")
+        raise MooziError(f"as_openspiel_bot needs an OpenSpiel game (or a pgx twin of one); this agent plays {agent.spec.name}")
     return MooziBot(agent, player_id)

@@ -332,7 +332,12 @@ def _open(game_name: str):
     """(canonical name, env) for `game_name`; the env's bridge has checked moozi can play it."""
     from moozi.envs.registry import make_env, resolve_game_name
 
+    from moozi.envs.twins import openspiel_twin
+
     canonical = resolve_game_name(game_name)
+    # A run trained on the pgx twin of an OpenSpiel game (AlphaZero mode) plays the OpenSpiel game:
+    # opponents are OpenSpiel bots, and the agent's bot replays the moves in pgx.
+    canonical = openspiel_twin(canonical) or canonical
     return canonical, make_env(canonical)
 
 

@@ -264,3 +264,25 @@ def test_cosine_distance_gradient_is_finite_for_zero_vectors():
     assert all(np.isfinite(np.asarray(g)).all() for g in grads)
     np.testing.assert_allclose(cosine_distance(a, b), [1.0, 1.0])
     np.testing.assert_allclose(cosine_distance(jnp.asarray([[1.0, 2.0]]), jnp.asarray([[2.0, 4.0]])), [0.0], atol=1e-6)
+
+
+@pytest.mark.parametrize("update,alpha", [(0, 0.8), (50, 0.5), (100, 0.2), (400, 0.2)])
+def test_value_target_mixes_search_value_by_schedule(update, alpha):
+    from moozi.core.loss import search_value_weight
+
+    network, variables, batch = _setup(num_unroll=1)
+    config = LossConfig(search_value_weight_start=0.8, search_value_weight_end=0.2, search_value_weight_updates=100)
+    assert float(search_value_weight(config, update)) == pytest.approx(alpha)
+    _, aux = jax.jit(loss_fn, static_argnames=("network", "config"))(
+        variables["params"], variables["batch_stats"], None, batch, network=network, config=config, update=update
+    )
+    root, _ = jax.jit(network.initial_inference_train)(variables, batch.stacked_obs)
+    z = batch.partial_return[:, 0] + batch.bootstrap_discount[:, 0] * batch.bootstrap_value[:, 0]
+    target = alpha * batch.root_values[:, 0] + (1 - alpha) * z  # alpha·Q + (1 - alpha)·z
+    np.testing.assert_allclose(aux.priorities, jnp.abs(root.value - target), rtol=1e-5, atol=1e-5)
+    assert float(aux.metrics["search_value_weight"]) == pytest.approx(alpha)
+
+
+def test_search_value_weight_is_validated():
+    with pytest.raises(MooziError, match="search_value_weight_end"):
+        LossConfig(search_value_weight_end=1.5)

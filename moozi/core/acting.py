@@ -34,7 +34,15 @@ ActFn = Callable[[Any, HistoryState, StepOutput, Array, Array], tuple[HistorySta
 
 
 def make_act_fn(network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int) -> ActFn:
-    """Builds the jitted `act(params, history_state, step_output [B], last_action [B], rng)`.
+    """The jitted `act(params, history_state, step_output [B], last_action [B], rng)`; see `make_act`."""
+    return jax.jit(make_act(network, planner_config, spec, history_length))
+
+
+def make_act(network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int) -> ActFn:
+    """Builds the pure, unjitted `act(params, history_state, step_output [B], last_action [B], rng)`.
+
+    Callers that put acting inside a bigger compiled program (the Anakin
+    self-play segment) call it from there; everyone else uses `make_act_fn`.
 
     `params` are the network's Flax variables; `last_action` [B] is a_{t-1},
     the action that led to `step_output` (ignored where `is_first`). The root
@@ -56,4 +64,4 @@ def make_act_fn(network, planner_config: PlannerConfig, spec: EnvSpec, history_l
         out = planner(params, rng, stacked_obs, step_output.legal_actions)
         return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats)
 
-    return jax.jit(act)
+    return act

@@ -113,7 +113,8 @@ def make_train_step(
         del rng
         target_variables = {"params": state.target_params, "batch_stats": state.target_batch_stats}
         (_, aux), grads = grad_fn(
-            state.params, state.batch_stats, target_variables, batch, network=network, config=loss_config
+            state.params, state.batch_stats, target_variables, batch, network=network, config=loss_config,
+            update=state.step,
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

@@ -55,10 +55,28 @@ class LossConfig:
     # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
     # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
     bootstrap_from: str = "search"
+    # Value target alpha·v* + (1 - alpha)·G (design note 003: mixing the search value Q into the
+    # outcome z lowers the target's variance early on). alpha moves linearly from `_start` to
+    # `_end` over `_updates` updates, then stays; 0 everywhere (the default) is the plain return.
+    search_value_weight_start: float = 0.0
+    search_value_weight_end: float = 0.0
+    search_value_weight_updates: int = 1
 
     def __post_init__(self):
         if self.bootstrap_from not in BOOTSTRAP_SOURCES:
             raise MooziError(f"loss.bootstrap_from must be one of {BOOTSTRAP_SOURCES}, got {self.bootstrap_from!r}")
+        for name in ("search_value_weight_start", "search_value_weight_end"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise MooziError(f"loss.{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.search_value_weight_updates < 1:
+            raise MooziError(f"loss.search_value_weight_updates must be >= 1, got {self.search_value_weight_updates}")
+
+
+def search_value_weight(config: LossConfig, update) -> Array:
+    """alpha after `update` updates: the linear schedule of LossConfig.search_value_weight_*."""
+    progress = jnp.minimum(jnp.asarray(update, jnp.float32) / config.search_value_weight_updates, 1.0)
+    start, end = config.search_value_weight_start, config.search_value_weight_end
+    return jnp.float32(start) + (jnp.float32(end) - jnp.float32(start)) * progress
 
 
 class LossAux(NamedTuple):
@@ -119,20 +137,22 @@ def loss_fn(
     *,
     network: Network,
     config: LossConfig,
+    update=0,
 ) -> tuple[Array, LossAux]:
     """The batch loss and its aux; differentiate w.r.t. `params` with has_aux=True.
 
     target_variables ({"params", "batch_stats"} of the target network) is
     only read with bootstrap_from="target_network"; None is fine otherwise.
+    `update` (the updates applied so far) drives the search-value weight schedule.
     """
     support = network.config.support
     num_unroll = batch.actions.shape[1]  # K
     variables = {"params": params, "batch_stats": batch_stats}
 
     # N-step value targets; no gradient flows into targets.
-    value_targets = jax.lax.stop_gradient(
-        batch.partial_return + batch.bootstrap_discount * bootstrap_values(batch, config, network, target_variables)
-    )  # [B, K+1]
+    returns = batch.partial_return + batch.bootstrap_discount * bootstrap_values(batch, config, network, target_variables)
+    alpha = search_value_weight(config, update)
+    value_targets = jax.lax.stop_gradient(alpha * batch.root_values + (1.0 - alpha) * returns)  # [B, K+1]
 
     root, new_batch_stats = network.initial_inference_train(variables, batch.stacked_obs)
     outputs = [root]
@@ -190,6 +210,7 @@ def loss_fn(
         total_loss=loss,
         value_mean=jnp.mean(root.value),
         value_target_mean=jnp.mean(value_targets[:, 0]),
+        search_value_weight=alpha,
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
         priority_mean=jnp.mean(priorities),

@@ -106,6 +106,9 @@ class ReplayConfig:
     left the unweighted L2 term in charge and stopped the value head from learning."""
     rank_resort_fraction: float = 0.1
     """rank mode: re-sort all scores once more than this fraction of them changed."""
+    symmetry_augmentation: bool = True
+    """Apply a random board symmetry to each sampled target where the game has one (8 for
+    tic-tac-toe and Go, the left-right mirror for Connect Four; see moozi.core.symmetry)."""
 
     def __post_init__(self):
         try:

@@ -113,7 +113,7 @@ class TargetWindow(NamedTuple):
     step_index: Array  # [B] t
     episode_length: Array  # [B] T
     frames: Array  # [B, L+1, H, W, C] o_{t-L+1} .. o_{t+1}
-    actions: Array  # [B, L+K] a_{t-L} .. a_{t+K-1}
+    actions: Array  # [B, L+max(K,1)] a_{t-L} .. a_{t+max(K,1)-1}
     rewards: Array  # [B, K+N] r_{t+1} .. r_{t+K+N}
     root_values: Array  # [B, K+1] v*_t .. v*_{t+K}
     bootstrap_values: Array  # [B, K+1] v*_{t+N} .. v*_{t+N+K}
@@ -139,7 +139,8 @@ def _offsets(config: TargetConfig) -> _Offsets:
     L, K, N = config.history_length, config.num_unroll_steps, config.td_steps
     return _Offsets(
         frames=np.arange(-L + 1, 2),
-        actions=np.arange(-L, K),
+        # a_{t-L} .. a_{t+K-1}, and at least a_t: the next step's history input needs it even when K = 0.
+        actions=np.arange(-L, max(K, 1)),
         rewards=np.arange(1, K + N + 1),
         values=np.arange(0, K + 1),
         bootstrap_values=np.arange(N, N + K + 1),
@@ -229,7 +230,7 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
         return jnp.where(_inside(t, T, offsets, jnp), jnp.asarray(actions, jnp.int32), DUMMY_ACTION)
 
     frames = frames_masked(window.frames, off.frames)  # [B, L+1, H, W, C]
-    actions = actions_masked(window.actions, off.actions)  # [B, L+K]
+    actions = actions_masked(window.actions, off.actions)  # [B, L+max(K,1)]
     stacked_obs = stack_history(frames[:, :L], actions[:, :L], num_actions)
     next_stacked_obs = stack_history(frames[:, 1:], actions[:, 1 : L + 1], num_actions)
 
@@ -260,7 +261,7 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
     return TrainingTarget(
         stacked_obs=stacked_obs,
         next_stacked_obs=next_stacked_obs,
-        actions=actions[:, L:],
+        actions=actions[:, L:L + K],
         rewards=rewards[:, :K],
         action_probs=action_probs,
         policy_mask=in_episode.astype(jnp.float32),

@@ -10,8 +10,10 @@ import jax
 import jax.numpy as jnp
 
 from moozi.config import Config
+from moozi.core.acting import make_act
 from moozi.core.network import Network, make_network
 from moozi.core.planner import PlannerConfig
+from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
 from moozi.envs.registry import make_env, resolve_game_name
 
@@ -48,6 +50,34 @@ def _spec_for(game: str, options: tuple) -> EnvSpec:
 
 def env_spec(config: Config) -> EnvSpec:
     return _spec_for(config.game, tuple(sorted(env_options(config).items())))
+
+
+def symmetry_augment(config: Config, spec: EnvSpec):
+    """The replay buffer's augment function for this game, or None (no symmetry, or turned off)."""
+    if not config.replay.symmetry_augmentation:
+        return None
+    symmetry = board_symmetry(resolve_game_name(config.game), spec.obs_shape)
+    if symmetry is None:
+        return None
+    return make_symmetry_augment(symmetry, spec.num_actions, spec.obs_shape[-1], config.targets.history_length)
+
+
+def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig):
+    """The jitted `act(params, history, step [B], last_action [B], env_state [B], rng)` of the
+    config's agent. MuZero ignores `env_state` (pass None); AlphaZero searches from it."""
+    network = build_network(config, spec)
+    if config.agent == "alphazero":
+        from moozi.core.alphazero import make_alphazero_act_fn
+
+        env = make_env(config.game, **env_options(config))
+        return jax.jit(make_alphazero_act_fn(env, network, planner_config, spec))
+    act = make_act(network, planner_config, spec, config.targets.history_length)
+
+    def muzero_act(params, history, step, last_action, env_state, rng):
+        del env_state
+        return act(params, history, step, last_action, rng)
+
+    return jax.jit(muzero_act)
 
 
 def build_network(config: Config, spec: EnvSpec) -> Network:

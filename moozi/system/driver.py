@@ -30,7 +30,7 @@ from moozi.system.backends import RoleDiedError, make_backend
 from moozi.system.components import env_spec
 from moozi.system.parameter_optimizer import ParameterOptimizer
 from moozi.system.replay_role import ReplayRole
-from moozi.system.rollout import ReanalyzeRolloutWorker, TestingRolloutWorker, TrainingRolloutWorker
+from moozi.system.rollout import ReanalyzeRolloutWorker, TestingRolloutWorker, training_worker_class
 
 
 @dataclasses.dataclass
@@ -86,7 +86,7 @@ class Driver:
         self.workers = [
             self._backend.start(
                 f"training_rollout_worker_{i}",
-                TrainingRolloutWorker,
+                training_worker_class(config),
                 config,
                 i,
                 resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus},
@@ -103,7 +103,9 @@ class Driver:
         resume_step = None
         if resume:
             resume_step = self._restore()
-        self.logger = MetricsLogger(self.run_dir, resume_from_step=resume_step)
+        # A run that starts from the beginning owns its log: lines of an earlier attempt that
+        # never reached a checkpoint would otherwise mix with its own (-1 drops every line).
+        self.logger = MetricsLogger(self.run_dir, resume_from_step=-1 if resume_step is None else resume_step)
 
     # --- run directory and checkpoints ------------------------------------------------
     def _prepare_run_dir(self, resume: bool) -> None:
@@ -143,8 +145,15 @@ class Driver:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def _restore(self) -> int:
+    def _restore(self) -> int | None:
+        """Loads the latest checkpoint into every role; returns its step, or None when the run
+        stopped before its first checkpoint (then it starts from the beginning)."""
         path = latest_checkpoint(self.run_dir)
+        if path is None and not any(self.run_dir.glob("checkpoints/ckpt-*")):
+            # Killed before its first checkpoint: nothing is lost by starting again, and
+            # `--resume` keeps working after a kill at any moment.
+            print(f"{self.run_dir} has no checkpoint yet: starting from the beginning", file=sys.stderr)
+            return None
         if path is None:
             raise MooziError(f"cannot resume: {self.run_dir} has no complete checkpoint")
         template = self._backend.get(self.learner.call("get_state"))

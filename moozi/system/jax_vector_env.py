@@ -39,6 +39,11 @@ class JaxVectorEnv:
         self._state, out = self._step(self._state, actions, is_last, self._keys())
         return jax.tree.map(np.asarray, out)
 
+    @property
+    def state(self):
+        """The batched env state (device arrays); AlphaZero's search starts from it."""
+        return self._state
+
     def close(self) -> None:
         self._state = None
 

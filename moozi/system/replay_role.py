@@ -11,13 +11,15 @@ import numpy as np
 
 from moozi.config import Config
 from moozi.core.replay import ReplayBuffer
-from moozi.system.components import env_spec
+from moozi.system.components import env_spec, symmetry_augment
 
 
 class ReplayRole:
     def __init__(self, config: Config):
         self.config = config
-        self.buffer = ReplayBuffer(config.replay, config.targets, env_spec(config), seed=config.seed)
+        spec = env_spec(config)
+        self.buffer = ReplayBuffer(config.replay, config.targets, spec, seed=config.seed,
+                                   augment=symmetry_augment(config, spec))
         self.added_steps = 0
         self.added_trajectories = 0
 

@@ -13,7 +13,7 @@ import time
 import jax
 import numpy as np
 
-from moozi.config import Config
+from moozi.config import Config, epsilon_at
 from moozi.core.acting import make_act_fn
 from moozi.core.types import Trajectory
 from moozi.envs.base import EnvSpec
@@ -25,9 +25,11 @@ from moozi.system.components import (
     env_options,
     env_spec,
     greedy_planner_config,
+    make_acting,
     seed_key,
 )
 from moozi.system.episodes import EpisodeRecorder
+from moozi.system.resign import SelfPlayResignation
 
 
 def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int = 1):
@@ -39,6 +41,16 @@ def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int
     from moozi.envs.vector import VectorEnv
 
     return VectorEnv(env_factory(config), num_envs, num_processes=num_processes, seed=seed)
+
+
+def training_worker_class(config: Config) -> type:
+    """The training rollout worker for the config's game: `AnakinRolloutWorker` for JAX-native
+    games (the whole self-play segment is one jitted program), `TrainingRolloutWorker` otherwise."""
+    if is_jax_native(config.game):
+        from moozi.system.anakin_rollout import AnakinRolloutWorker
+
+        return AnakinRolloutWorker
+    return TrainingRolloutWorker
 
 
 @dataclasses.dataclass
@@ -70,6 +82,9 @@ class TrainingRolloutWorker:
         self._step = None
         self._last_action = np.zeros(self.num_envs, np.int32)
         self._episode_return = np.zeros(self.num_envs, np.float64)
+        self._resignation = (
+            SelfPlayResignation(config.train, self.spec, self.num_envs, self.env_seed) if config.train.resign else None
+        )
         self.env_steps = 0
         self.episodes = 0
 
@@ -87,6 +102,14 @@ class TrainingRolloutWorker:
             action = np.asarray(out.action, np.int32)
             t1 = time.perf_counter()
             step = self._step
+            epsilon = epsilon_at(self.config.train, self.env_steps)
+            if epsilon > 0:
+                # Derived from the step's key, so a resumed worker draws the same moves.
+                rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+                explore = (rng.random(self.num_envs) < epsilon) & ~step.is_last
+                action = np.where(explore, _random_legal(rng, step.legal_actions), action).astype(np.int32)
+            if self._resignation is not None:
+                step, action = self._resignation.apply(step, action, np.asarray(out.root_value))
             self._episode_return += step.reward
             done = self._recorder.record(step, action, np.asarray(out.root_value), np.asarray(out.action_probs))
             if done:
@@ -116,6 +139,8 @@ class TrainingRolloutWorker:
             metrics["episode_length"] = float(np.mean(lengths))
             if not self.spec.is_two_player:
                 metrics["episode_return"] = float(np.mean(returns))
+        if self._resignation is not None:
+            metrics.update(self._resignation.metrics())
         return RolloutResult(finished, metrics, policy_version, num_steps * self.num_envs)
 
     # --- checkpointing: everything needed to continue the same stream -----------------
@@ -127,6 +152,8 @@ class TrainingRolloutWorker:
         state["last_action"] = self._last_action.copy()
         state["episode_return"] = self._episode_return.copy()
         state["counters"] = np.asarray([self.env_steps, self.episodes], np.int64)
+        if self._resignation is not None:
+            state.update({f"resign/{k}": v for k, v in self._resignation.state_dict().items()})
         env_state = getattr(self.env, "get_state", None)
         snapshot = env_state() if self._step is not None and env_state is not None else {}
         if snapshot:
@@ -148,6 +175,8 @@ class TrainingRolloutWorker:
         self._last_action = np.asarray(state["last_action"], np.int32).copy()
         self._episode_return = np.asarray(state["episode_return"], np.float64).copy()
         self.env_steps, self.episodes = (int(x) for x in state["counters"])
+        if self._resignation is not None:
+            self._resignation.load_state_dict({k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("resign/")})
         env_keys = {k.split("/", 1)[1]: v for k, v in state.items() if k.startswith("env/")}
         if env_keys and hasattr(self.env, "set_state"):
             self.env.set_state(env_keys)
@@ -178,10 +207,8 @@ class TestingRolloutWorker:
     def __init__(self, config: Config):
         self.config = config
         self.spec = env_spec(config)
-        network = build_network(config, self.spec)
-        self._act = make_act_fn(
-            network, greedy_planner_config(config.planner), self.spec, config.targets.history_length
-        )
+        self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
+        self._needs_env_state = config.agent == "alphazero"
 
     def run(self, params, episodes: int, seed: int) -> dict[str, float]:
         spec = self.spec
@@ -199,7 +226,8 @@ class TestingRolloutWorker:
             steps = 0
             while not done.all():
                 key, sub = jax.random.split(key)
-                history, out = self._act(params, history, step, last_action, sub)
+                env_state = env.state if self._needs_env_state else None
+                history, out = self._act(params, history, step, last_action, env_state, sub)
                 action = np.asarray(out.action, np.int32)
                 if spec.is_two_player:
                     random_action = _random_legal(rng, step.legal_actions)

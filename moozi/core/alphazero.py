@@ -1,0 +1,98 @@
+"""AlphaZero mode: search with the perfect model (the game's own rules) inside mctx.
+
+The model's embedding is the pgx game state itself plus the history the
+network reads, so a simulation steps the real game and asks the network only
+for a policy prior and a value (the representation and prediction functions;
+the dynamics function is never used). The env step is a pure JAX function, so
+the whole search, game steps included, stays one compiled program.
+
+Terminal states: the transition into a terminal state carries the game's
+reward and discount 0, so nothing below a terminal node reaches the root
+(the pgx/mctx AlphaZero convention); below it rewards and values are 0 and the
+prior is uniform, as under MuZero's absorbing dummy action.
+
+Interior nodes mask illegal actions in the prior (the root is masked by mctx).
+pgx answers an illegal action with its penalty (the mover loses), so the rare
+simulation that still tries one learns it is bad.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+from moozi.core.acting import ActingOutput
+from moozi.core.planner import PlannerConfig, SearchModel, make_planner, search_discount
+from moozi.envs.base import EnvSpec, StepOutput
+from moozi.history import HistoryState, history_input, push_history
+
+Array = Any
+
+
+class PerfectModelEmbedding(NamedTuple):
+    env_state: Any  # [B] pgx states
+    history: HistoryState  # [B, L, ...]: the network's input up to this node
+    done: Array  # [B] bool: the game has ended at this node or above it
+
+
+class PerfectModelRoot(NamedTuple):
+    env_state: Any  # [B] pgx states at the root
+    history: HistoryState  # [B, L, ...] already holding the root observation
+    is_last: Array  # [B] bool
+
+
+def make_perfect_model(env, network, discount: float, num_actions: int) -> SearchModel:
+    """AlphaZero's search model. `env` is a JaxEnv with a pure `step(state, action, is_last, key)`;
+    `discount` is the signed per-edge discount (`search_discount`: -1 for two-player board games)."""
+
+    def evaluate(params, history):
+        out = network.initial_inference(params, history_input(history, num_actions))
+        return out.policy_logits, out.value
+
+    def root(params, rng, root_input: PerfectModelRoot):
+        del rng
+        logits, value = evaluate(params, root_input.history)
+        embedding = PerfectModelEmbedding(root_input.env_state, root_input.history, root_input.is_last)
+        return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=embedding)
+
+    def recurrent(params, rng, action, embedding: PerfectModelEmbedding):
+        batch = action.shape[0]
+        keys = jax.random.split(rng, batch)
+        no_reset = jnp.zeros((batch,), bool)
+        env_state, step = jax.vmap(env.step)(embedding.env_state, action, no_reset, keys)
+        history = push_history(embedding.history, step.obs, no_reset, action)
+        logits, value = evaluate(params, history)
+        ended_before = embedding.done
+        done = ended_before | step.is_last
+        legal_logits = jnp.where(step.legal_actions, logits, jnp.finfo(logits.dtype).min)
+        out = mctx.RecurrentFnOutput(
+            reward=jnp.where(ended_before, 0.0, step.reward).astype(value.dtype),
+            discount=jnp.where(done, 0.0, discount).astype(value.dtype),
+            prior_logits=jnp.where(done[:, None], 0.0, legal_logits).astype(logits.dtype),
+            value=jnp.where(done, 0.0, value).astype(value.dtype),
+        )
+        return out, PerfectModelEmbedding(env_state, history, done)
+
+    return SearchModel(root=root, recurrent=recurrent)
+
+
+def make_alphazero_act_fn(env, network, planner_config: PlannerConfig, spec: EnvSpec):
+    """`act(params, history_state, step_output [B], last_action [B], env_state [B], rng)`.
+
+    The same contract as `moozi.core.acting.make_act_fn` plus the batched env
+    state the search starts from. Not jitted here: callers jit it alone (the
+    agent) or inside a whole self-play segment (the Anakin path).
+    """
+    model = make_perfect_model(env, network, search_discount(planner_config, spec), spec.num_actions)
+    planner = make_planner(planner_config, model)
+
+    def act(params, history_state: HistoryState, step_output: StepOutput, last_action, env_state, rng):
+        history_state = push_history(history_state, step_output.obs, step_output.is_first, last_action)
+        root = PerfectModelRoot(env_state, history_state, jnp.asarray(step_output.is_last, bool))
+        out = planner(params, rng, root, step_output.legal_actions)
+        return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats)
+
+    return act

@@ -1,0 +1,153 @@
+"""Board symmetries for data augmentation (AlphaGo Zero; design note 003).
+
+A training target sampled from a square board game is as valid after any of
+the 8 symmetries of the square (dihedral group D4) is applied to it, and a
+Connect Four target after a left-right mirror. Augmenting each sampled target
+with a random symmetry multiplies the data without playing more games.
+
+A symmetry g is stored as a gather index over the flattened cells: the
+transformed board is `board_flat[gather[g]]`, so cell q of the new board shows
+the old cell gather[g][q] (that is g^-1(q)). Actions on cells move the other
+way: the move at cell p becomes the move at g(p) = argsort(gather[g])[p].
+
+The history input (moozi.history) holds L frames of C channels followed by L
+one-hot action planes of A channels each; the frames are moved with the
+cells, the action planes are permuted like actions. Policy targets p*[a] are
+permuted like action planes: p'[g(a)] = p[a].
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from moozi.core.types import TrainingTarget
+
+
+class BoardSymmetry(NamedTuple):
+    """How a game's board and actions transform.
+
+    kind: "dihedral" (square boards; augmented action 1 + r*W + c is cell (r, c),
+    higher actions such as Go's pass stay put) or "mirror" (left-right only;
+    augmented action 1 + c drops a piece in column c, as in Connect Four).
+    """
+
+    kind: str
+    height: int
+    width: int
+
+
+# Game families (the name without library prefix, parameters or size suffix) with symmetries.
+_FAMILIES = {"tic_tac_toe": "dihedral", "go": "dihedral", "connect_four": "mirror"}
+
+
+def game_family(canonical_name: str) -> str:
+    """'openspiel:go(board_size=9,komi=7.5)' -> 'go'; 'pgx:go_9x9' -> 'go'; 'pgx:tic_tac_toe' -> 'tic_tac_toe'."""
+    name = canonical_name.split(":", 1)[-1]
+    name = name.split("(", 1)[0]
+    return re.sub(r"_\d+x\d+$", "", name)
+
+
+def board_symmetry(canonical_name: str, obs_shape: tuple[int, ...]) -> BoardSymmetry | None:
+    """The symmetry of a game, or None for games without one (Atari, MinAtar, CartPole, ...)."""
+    kind = _FAMILIES.get(game_family(canonical_name))
+    if kind is None:
+        return None
+    height, width = int(obs_shape[0]), int(obs_shape[1])
+    if kind == "dihedral" and height != width:
+        raise ValueError(f"{canonical_name}: dihedral symmetry needs a square board, got {height}x{width}")
+    return BoardSymmetry(kind, height, width)
+
+
+def cell_gathers(symmetry: BoardSymmetry) -> np.ndarray:
+    """[G, H*W] gather indices, identity first (G = 8 for dihedral, 2 for mirror)."""
+    grid = np.arange(symmetry.height * symmetry.width).reshape(symmetry.height, symmetry.width)
+    if symmetry.kind == "dihedral":
+        boards = [np.rot90(grid, k) for k in range(4)] + [np.rot90(np.fliplr(grid), k) for k in range(4)]
+    elif symmetry.kind == "mirror":
+        boards = [grid, np.fliplr(grid)]
+    else:
+        raise ValueError(f"unknown symmetry kind {symmetry.kind!r} (allowed: dihedral, mirror)")
+    return np.stack([b.reshape(-1) for b in boards]).astype(np.int32)
+
+
+def action_maps(symmetry: BoardSymmetry, num_actions: int) -> np.ndarray:
+    """[G, A] maps of augmented actions: action a becomes maps[g, a]. The dummy 0 is fixed."""
+    gathers = cell_gathers(symmetry)
+    maps = np.tile(np.arange(num_actions, dtype=np.int32), (len(gathers), 1))
+    if symmetry.kind == "dihedral":
+        cells = symmetry.height * symmetry.width
+        if num_actions < 1 + cells:
+            raise ValueError(f"{num_actions} actions cannot cover a {symmetry.height}x{symmetry.width} board")
+        forward = np.argsort(gathers, axis=1)  # g(p): where cell p goes
+        maps[:, 1:1 + cells] = 1 + forward
+    else:  # mirror: one action per column
+        width = symmetry.width
+        if num_actions < 1 + width:
+            raise ValueError(f"{num_actions} actions cannot cover {width} columns")
+        maps[1, 1:1 + width] = 1 + (width - 1 - np.arange(width))
+    return maps
+
+
+def transform_board(planes, gather):
+    """planes [..., H, W, C] under one symmetry's gather [H*W] (tests and single boards)."""
+    *batch, height, width, channels = planes.shape
+    flat = planes.reshape(*batch, height * width, channels)
+    return flat[..., gather, :].reshape(*batch, height, width, channels)
+
+
+def make_symmetry_transform(symmetry: BoardSymmetry, num_actions: int, frame_channels: int, history_length: int):
+    """`transform(targets, g [B]) -> targets`: symmetry g[b] applied to batch element b."""
+    gathers = jnp.asarray(cell_gathers(symmetry))  # [G, HW]
+    maps = action_maps(symmetry, num_actions)  # [G, A]
+    inverse_maps = jnp.asarray(np.argsort(maps, axis=1).astype(np.int32))  # p'[a'] = p[inverse[a']]
+    maps = jnp.asarray(maps)
+    num_symmetries = gathers.shape[0]
+    L, C, A = history_length, frame_channels, num_actions
+    # Channel gather per symmetry for the history input: frames stay, each action block is permuted.
+    channel_gathers = jnp.concatenate(
+        [jnp.broadcast_to(jnp.arange(L * C), (num_symmetries, L * C))]
+        + [L * C + block * A + inverse_maps for block in range(L)],
+        axis=1,
+    )
+
+    def board(planes, g):
+        # planes [H, W, Ch] of one element: cells by gathers[g], channels by channel_gathers[g].
+        height, width, channels = planes.shape
+        if channels != L * (C + A):
+            raise ValueError(f"history input has {channels} channels, expected L*(C+A) = {L * (C + A)}")
+        moved = planes.reshape(height * width, channels)[gathers[g]][:, channel_gathers[g]]
+        return moved.reshape(height, width, channels)
+
+    def one(target: TrainingTarget, g):
+        replaced = dict(
+            stacked_obs=board(target.stacked_obs, g),
+            next_stacked_obs=board(target.next_stacked_obs, g),
+            actions=maps[g][target.actions],
+            action_probs=target.action_probs[..., inverse_maps[g]],
+        )
+        if target.bootstrap_stacked_obs is not None:
+            replaced["bootstrap_stacked_obs"] = jax.vmap(board, in_axes=(0, None))(target.bootstrap_stacked_obs, g)
+        return target._replace(**replaced)
+
+    def transform(targets: TrainingTarget, g):
+        return jax.vmap(one)(targets, g)
+
+    transform.num_symmetries = num_symmetries
+    return transform
+
+
+def make_symmetry_augment(symmetry: BoardSymmetry, num_actions: int, frame_channels: int, history_length: int):
+    """A jitted `augment(targets, key) -> targets` applying one uniformly drawn symmetry per element."""
+    transform = make_symmetry_transform(symmetry, num_actions, frame_channels, history_length)
+
+    @jax.jit
+    def augment(targets: TrainingTarget, key):
+        g = jax.random.randint(key, (targets.actions.shape[0],), 0, transform.num_symmetries)
+        return transform(targets, g)
+
+    return augment
