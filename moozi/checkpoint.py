@@ -3,7 +3,8 @@
 Layout::
 
     RUN/checkpoints/
-        LATEST                      the name of the newest checkpoint, e.g. "ckpt-0000001000"
+        LATEST                      the name of the newest checkpoint, e.g. "ckpt-0000001000" (for
+                                    people and tools; moozi loads the highest complete step)
         ckpt-0000001000/
             train_state.msgpack     the learner's TrainState pytree (flax msgpack)
             arrays.npz              a flat dict of numpy arrays (replay buffer, RNG keys, ...)
@@ -227,8 +228,8 @@ def _fsync_dir(path: pathlib.Path) -> None:
 def _move_into_place(tmp: pathlib.Path, final: pathlib.Path) -> None:
     if final.exists():
         # Re-saving a step (e.g. after a resume): set the old one aside first, since
-        # rename cannot replace a non-empty directory. LATEST may name it for a moment;
-        # latest_checkpoint then falls back to the newest complete checkpoint.
+        # rename cannot replace a non-empty directory. For a moment the step is missing;
+        # latest_checkpoint then finds the newest other complete checkpoint.
         old = final.parent / f"{_OLD_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
         os.rename(final, old)
         os.rename(tmp, final)
@@ -285,22 +286,26 @@ def _one_line(e: BaseException) -> str:
 
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> pathlib.Path | None:
-    """The newest complete checkpoint of the run, or None if there is none.
+    """The newest complete checkpoint of the run (the highest complete step), or None if there is none.
 
-    LATEST is trusted only if it names a complete checkpoint; otherwise the
-    checkpoints directory is scanned for the highest complete step.
+    LATEST is not consulted: a kill between renaming a new checkpoint into
+    place and rewriting LATEST leaves LATEST one checkpoint behind, and
+    trusting it would throw away a whole checkpoint interval of work
+    (tests/test_reliability.py::test_kill_9_at_seven_moments_then_resume).
     """
     ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
     if not ckpt_root.is_dir():
         return None
-    try:
-        name = (ckpt_root / LATEST_FILE).read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        name = ""
-    if _CKPT_RE.match(name) and _is_complete(ckpt_root / name):
-        return ckpt_root / name
     complete = [p for p in _checkpoint_dirs(ckpt_root) if _is_complete(p)]
     return max(complete, key=_step_of) if complete else None
+
+
+def complete_checkpoints(run_dir: str | os.PathLike) -> list[pathlib.Path]:
+    """Every complete checkpoint of the run, oldest (lowest step) first; [] if there is none."""
+    ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
+    if not ckpt_root.is_dir():
+        return []
+    return sorted((p for p in _checkpoint_dirs(ckpt_root) if _is_complete(p)), key=_step_of)
 
 
 def _checkpoint_dirs(ckpt_root: pathlib.Path) -> list[pathlib.Path]:

@@ -1,4 +1,4 @@
-"""The `moozi` command line: train, eval, play, report, games (DESIGN.md public surface).
+"""The `moozi` command line: train, eval, play, gtp, report, games (DESIGN.md public surface).
 
 User errors (bad game names, config keys, inputs, files) print one line and
 exit with code 2; they never show a traceback.
@@ -39,16 +39,35 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its latest checkpoint")
     train.add_argument("--quiet", action="store_true", help="no progress line")
 
-    ev = sub.add_parser("eval", help="evaluate a trained run against an opponent")
+    ev = sub.add_parser(
+        "eval", help="evaluate a trained run against an opponent, or rank its checkpoints (--ladder)",
+        description="Play a run against an opponent (win/draw/loss with 95% intervals), or with --ladder play its "
+        "checkpoints against each other and fixed anchors and fit Bradley-Terry Elo ratings (random = 0) with "
+        "bootstrap intervals, written to RUN/ladder.json and RUN/ladder.png.",
+    )
     ev.add_argument("run_dir")
-    ev.add_argument("--opponent", default="random", help="random | minimax | mcts:N | run:DIR")
-    ev.add_argument("--games", type=int, default=100)
+    ev.add_argument("--opponent", default="random", help="random | minimax | mcts:N | run:DIR (not with --ladder)")
+    ev.add_argument("--games", type=int, default=None,
+                    help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--json", dest="json_file", default=None, help="also write the result here (default RUN/eval-<opponent>.json)")
+    ev.add_argument("--json", dest="json_file", default=None,
+                    help="also write the result here (default RUN/eval-<opponent>.json, or RUN/ladder.json with the PNG beside it)")
+    ev.add_argument("--ladder", action="store_true",
+                    help="Elo ladder: checkpoints vs each other and the anchors, all pairs, both seats")
+    ev.add_argument("--checkpoints", type=int, default=None, metavar="K",
+                    help="ladder: K checkpoints evenly spaced, newest included (default all)")
+    ev.add_argument("--anchors", default=None, metavar="LIST",
+                    help="ladder: fixed players, random | minimax | mcts:N, comma-separated "
+                    "(default random,mcts:100; random is always one)")
+    ev.add_argument("--bootstrap", type=int, default=None, metavar="N",
+                    help="ladder: resamples for the 95%% intervals (default 200)")
 
     play = sub.add_parser("play", help="play against a trained agent in the terminal")
     play.add_argument("run_dir")
     play.add_argument("--seat", type=int, default=None, choices=(0, 1), help="your seat (asked if omitted)")
+
+    gtp = sub.add_parser("gtp", help="play a run trained on go as a GTP engine on stdin/stdout (docs/go.md)")
+    gtp.add_argument("run_dir")
 
     report = sub.add_parser("report", help="write learning curves (PNG) and a summary.md for a run")
     report.add_argument("run_dir")
@@ -94,15 +113,47 @@ def _cmd_eval(args) -> int:
     from moozi.agent import load_agent
     from moozi.evaluation import evaluate
 
-    if args.games < 1:
-        raise MooziError(f"--games must be a positive integer, got {args.games}")
+    if args.ladder:
+        return _cmd_ladder(args)
+    ladder_only = [name for name in ("checkpoints", "anchors", "bootstrap") if getattr(args, name) is not None]
+    if ladder_only:
+        raise MooziError(f"--{ladder_only[0]} is a ladder option: add --ladder")
+    games = 100 if args.games is None else args.games
+    if games < 1:
+        raise MooziError(f"--games must be a positive integer, got {games}")
     agent = load_agent(args.run_dir)
-    result = evaluate(agent, agent.config.game, args.opponent, args.games, args.seed)
+    result = evaluate(agent, agent.config.game, args.opponent, games, args.seed)
     print(result.format_table())
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.opponent)
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"
     path.write_text(result.to_json() + "\n")
     print(f"written {path}")
+    return 0
+
+
+def _cmd_ladder(args) -> int:
+    from moozi import ladder
+
+    anchors = ladder.parse_anchors(args.anchors)
+    result = ladder.run_ladder(
+        args.run_dir,
+        anchors=anchors,
+        checkpoints=args.checkpoints,
+        games_per_pair=ladder.DEFAULT_GAMES_PER_PAIR if args.games is None else args.games,
+        bootstrap=ladder.DEFAULT_BOOTSTRAP if args.bootstrap is None else args.bootstrap,
+        seed=args.seed,
+        progress=ladder.print_progress,
+    )
+    print(result.format_table())
+    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "ladder.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(result.to_json() + "\n")
+        png = ladder.write_ladder_png(result, path.with_suffix(".png"))
+    except OSError as e:
+        raise MooziError(f"cannot write the ladder to {path}: {e.strerror or e}") from None
+    print(f"written {path}")
+    print(f"written {png}")
     return 0
 
 
@@ -112,6 +163,14 @@ def _cmd_play(args) -> int:
 
     agent = load_agent(args.run_dir)
     play_human(agent, agent.config.game, human_player=args.seat)
+    return 0
+
+
+def _cmd_gtp(args) -> int:
+    from moozi.agent import load_agent
+    from moozi.gtp import run_gtp
+
+    run_gtp(load_agent(args.run_dir))
     return 0
 
 
@@ -163,9 +222,10 @@ def _enable_compilation_cache() -> None:
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
-    if args.command in ("train", "eval", "play"):
+    if args.command in ("train", "eval", "play", "gtp"):
         _enable_compilation_cache()
-    handler = {"train": _cmd_train, "eval": _cmd_eval, "play": _cmd_play, "report": _cmd_report, "games": _cmd_games}
+    handler = {"train": _cmd_train, "eval": _cmd_eval, "play": _cmd_play, "report": _cmd_report, "games": _cmd_games,
+               "gtp": _cmd_gtp}
     try:
         return handler[args.command](args)
     except MooziError as e:
