@@ -231,6 +231,12 @@ def main(argv=None) -> int:
     except MooziError as e:
         print(f"moozi: error: {e}", file=sys.stderr)
         return 2
+    except MemoryError as e:
+        # Settings that parse but do not fit this machine (replay.capacity=1e10): numpy refuses at once.
+        reason = " ".join(str(e).split()) or "no memory left"
+        print(f"moozi: error: out of memory: {reason}; lower replay.capacity, env.num_envs or train.batch_size",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("moozi: interrupted", file=sys.stderr)
         return 130

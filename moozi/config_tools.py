@@ -109,16 +109,17 @@ def parse_value(raw: Any, tp, key: str) -> Any:
                     return int(value)
         raise bad
     if tp is float:
-        if isinstance(raw, bool):
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
             raise bad
-        if isinstance(raw, (int, float)):
-            return float(raw)
-        if isinstance(raw, str):
-            try:
-                return float(raw)
-            except ValueError:
-                raise bad from None
-        raise bad
+        try:
+            value = float(raw)
+        except (ValueError, OverflowError):  # OverflowError: a JSON integer beyond any float
+            raise bad from None
+        if value != value:
+            # NaN compares false with everything, so it would pass every range check silently
+            # (train.checkpoint_every_minutes=nan would mean no periodic checkpoint at all).
+            raise ConfigError(f"bad value {raw!r} for {key}: expected a number, not NaN")
+        return value
     if tp is str:
         if isinstance(raw, str):
             return raw

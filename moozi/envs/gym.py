@@ -202,7 +202,13 @@ def known_gym_games() -> list[str]:
 
 
 def _check_gym_id(game: str) -> None:
-    if ":" in game or game in gymnasium.registry:  # "module:Id" is imported (and checked) by gymnasium.make
+    if ":" in game:  # "module:Id": gymnasium.make imports the module, which registers Id
+        module, _, env_id = game.partition(":")
+        if not module.strip() or not env_id.strip() or ":" in env_id:
+            # gymnasium.make would fail with a bare ValueError on these.
+            raise UnknownGameError(f"bad Gymnasium id {game!r}: expected <id> or <module>:<id>")
+        return
+    if game in gymnasium.registry:
         return
     try:  # ale-py registers the ALE ids when imported
         import ale_py  # noqa: F401
@@ -232,7 +238,7 @@ def make_gym(game: str, **options) -> GymEnv:
             f"bad option(s) {', '.join(sorted(env_kwargs)) or '(none)'} for {name}: {str(err).splitlines()[0]};"
             f" moozi's options: {allowed}"
         ) from None
-    except gymnasium.error.Error as err:
+    except (gymnasium.error.Error, ImportError) as err:  # ImportError: the module of "module:Id"
         raise MooziError(f"cannot make {name}: {str(err).splitlines()[0]}") from None
     return GymEnv(
         env,

@@ -58,9 +58,14 @@ class ParameterOptimizer:
         summed: dict[str, float] = {}
         priorities = []
         for batch, indices in batches:
-            self._rng, key = jax.random.split(self._rng)
+            # The key is a function of the update count, which checkpoints hold, so a resumed
+            # learner draws the same keys as an uninterrupted one.
+            key = jax.random.fold_in(self._rng, self.state.step)
             self.state, metrics, new_priorities = self._train_step(self.state, batch, key)
-            metrics = jax.device_get(metrics)
+            # Parameters are checked after every update, not once per call: a finite loss can
+            # still come with an overflowing step, and the message must name that update.
+            variables = (self.state.params, self.state.batch_stats)
+            metrics, params_finite = jax.device_get((metrics, self._params_finite(variables)))
             update_index = int(self.state.step)
             bad = [name for name, value in metrics.items() if not np.all(np.isfinite(value))]
             if bad:
@@ -68,13 +73,14 @@ class ParameterOptimizer:
                     f"non-finite {', '.join(sorted(bad))} at update {update_index}; "
                     "training stopped, the last checkpoint is intact"
                 )
+            if not params_finite:
+                raise NonFiniteError(
+                    f"non-finite parameters after update {update_index}; "
+                    "training stopped, the last checkpoint is intact"
+                )
             for name, value in metrics.items():
                 summed[name] = summed.get(name, 0.0) + float(value)
             priorities.append((np.asarray(indices), np.asarray(new_priorities)))
-        if batches and not bool(self._params_finite(self.state.params)):
-            raise NonFiniteError(
-                f"non-finite parameters after update {self.version}; training stopped, the last checkpoint is intact"
-            )
         mean = {name: value / max(len(batches), 1) for name, value in summed.items()}
         return UpdateResult(mean, priorities, self.version, time.perf_counter() - start)
 
