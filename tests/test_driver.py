@@ -56,9 +56,9 @@ def test_unwritable_run_directory_is_reported(tmp_path):
         Driver(_config(24), blocker / "run", progress=False)
 
 
-def _moozi(*args, timeout=120):
+def _moozi(*args, timeout=120, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "moozi.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "moozi.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
     )
 
 
@@ -75,12 +75,13 @@ def _moozi(*args, timeout=120):
         (["train"], "the following arguments are required"),
     ],
 )
-def test_cli_errors_are_one_line_with_exit_code_2(args, message):
-    result = _moozi(*args)
+def test_cli_errors_are_one_line_with_exit_code_2(args, message, tmp_path):
+    result = _moozi(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert list(tmp_path.iterdir()) == [], "a failed command left files behind"
 
 
 def test_cli_games_lists_presets():

@@ -64,6 +64,10 @@ class Driver:
         progress: bool = True,
     ):
         self.run_dir = pathlib.Path(run_dir)
+        if not resume:
+            # A misspelt or unsupported game must fail before anything is written, so a bad
+            # command leaves no half-made run directory behind.
+            env_spec(config)
         self._prepare_run_dir(resume)
         if resume:
             saved = load_saved_config(self.run_dir / "config.json")
