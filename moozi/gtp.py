@@ -44,6 +44,7 @@ from typing import BinaryIO, Callable
 import pyspiel
 
 from moozi import __version__
+from moozi.envs.twins import openspiel_twin
 from moozi.errors import MooziError
 from moozi.go_rules import (
     GAME_OVER,
@@ -316,11 +317,14 @@ def agent_player(agent) -> Player:
 
 
 def engine_for_agent(agent) -> GtpEngine:
-    """A GTP engine for an agent trained on OpenSpiel's go; board size and komi come from its game."""
-    name = agent.spec.name
+    """A GTP engine for an agent trained on OpenSpiel's go, or on its pgx twin (AlphaZero mode: the
+    engine keeps the OpenSpiel game and the bot replays it in pgx); board size and komi come from the game."""
+    name = openspiel_twin(agent.spec.name) or agent.spec.name
     params = go_parameters(pyspiel.load_game(name.split(":", 1)[1])) if name.startswith("openspiel:") else None
     if params is None:
-        raise MooziError(f"moozi gtp needs a run trained on OpenSpiel's go (e.g. go9); this run plays {name}")
+        raise MooziError(
+            f"moozi gtp needs a run trained on OpenSpiel's go or its pgx twin (e.g. go9); this run plays {agent.spec.name}"
+        )
     board_size, komi = params
     return GtpEngine(board_size=board_size, komi=komi, player=agent_player(agent))
 

@@ -312,7 +312,7 @@ def test_engine_for_agent_needs_a_go_run():
     class _Agent:
         spec = _Spec()
 
-    with pytest.raises(MooziError, match="trained on OpenSpiel's go"):
+    with pytest.raises(MooziError, match="trained on OpenSpiel's go or its pgx twin"):
         engine_for_agent(_Agent())
 
 
@@ -325,8 +325,9 @@ def test_cli_gtp_reports_a_missing_run_in_one_line():
 
 
 @pytest.mark.slow
-def test_moozi_gtp_plays_legal_moves_for_a_trained_go9_run(tmp_path_factory):
-    run_dir = tiny_go9_run(tmp_path_factory)
+@pytest.mark.parametrize("agent", ["muzero", "alphazero"])
+def test_moozi_gtp_plays_legal_moves_for_a_trained_go9_run(tmp_path_factory, agent):
+    run_dir = tiny_go9_run(tmp_path_factory, agent)
     script = (
         "protocol_version\n1 boardsize 13\n2 boardsize 9\nclear_board\n"
         "3 genmove b\n4 genmove w\n5 genmove b\n6 genmove w\n7 final_score\n8 quit\nname\n"

@@ -18,11 +18,11 @@ TINY_GO9 = {
 _BUILT = {}
 
 
-def tiny_go9_run(tmp_path_factory):
-    """The run directory (trained on first use in this test session)."""
-    if "run" not in _BUILT:
-        run_dir = tmp_path_factory.mktemp("tiny_go9") / "run"
-        summary = run_driver(build_config("go9", overrides=TINY_GO9), run_dir)
+def tiny_go9_run(tmp_path_factory, agent: str = "muzero"):
+    """The run directory (trained on first use in this test session); agent=alphazero trains on pgx's go."""
+    if agent not in _BUILT:
+        run_dir = tmp_path_factory.mktemp(f"tiny_go9_{agent}") / "run"
+        summary = run_driver(build_config("go9", overrides={**TINY_GO9, "agent": agent}), run_dir)
         assert summary["updates"] > 0, summary
-        _BUILT["run"] = run_dir
-    return _BUILT["run"]
+        _BUILT[agent] = run_dir
+    return _BUILT[agent]
