@@ -195,6 +195,39 @@ def test_fifo_eviction_of_whole_trajectories_and_wraparound():
         buffer.add(_trajectory(11))
 
 
+@pytest.mark.parametrize("sampling", ["uniform", "proportional", "rank"])
+def test_add_many_equals_adding_one_by_one_with_evictions(sampling):
+    # Capacity 10 with episodes of 3-5 steps: the later episodes of one add_many evict slots that
+    # earlier episodes of the same call wrote, so the held-back tree writes must keep their order.
+    episodes = [_trajectory(3 + i % 3, first_value=i, seed=i) for i in range(9)]
+    one_by_one, batched = _buffer(capacity=10, sampling=sampling), _buffer(capacity=10, sampling=sampling)
+    for trajectory in episodes[:2]:
+        one_by_one.add(trajectory)
+    batched.add_many(episodes[:2])
+    for trajectory in episodes[2:]:
+        one_by_one.add(trajectory)
+    batched.add_many(episodes[2:])
+    a, b = one_by_one.state_dict(), batched.state_dict()
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    np.testing.assert_array_equal(one_by_one.probabilities(), batched.probabilities())
+    if sampling != "uniform":
+        # The tree's inner nodes too, not only its leaves: the root total and minimum decide sampling.
+        np.testing.assert_array_equal(one_by_one._tree._sum, batched._tree._sum)
+        np.testing.assert_array_equal(one_by_one._tree._min, batched._tree._min)
+
+
+def test_add_many_keeps_the_tree_consistent_when_an_episode_is_refused():
+    buffer, reference = _buffer(capacity=10, sampling="proportional"), _buffer(capacity=10, sampling="proportional")
+    good = _trajectory(4, first_value=1.0, seed=1)
+    with pytest.raises(MooziError):
+        buffer.add_many([good, _trajectory(11)])
+    reference.add(good)
+    np.testing.assert_array_equal(buffer._tree._sum, reference._tree._sum)
+    assert buffer._pending_weights is None
+
+
 def test_sampled_targets_equal_make_targets_on_the_storage():
     buffer = _buffer(capacity=32, sampling="proportional")
     for i in range(4):

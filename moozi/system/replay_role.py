@@ -25,12 +25,10 @@ class ReplayRole:
 
     def add_rollouts(self, results) -> int:
         """Adds the trajectories of rollout results, in order; returns the steps added."""
-        added = 0
-        for result in results:
-            for trajectory in result.trajectories:
-                self.buffer.add(trajectory)
-                added += len(trajectory.action)
-                self.added_trajectories += 1
+        trajectories = [trajectory for result in results for trajectory in result.trajectories]
+        self.buffer.add_many(trajectories)
+        added = sum(len(trajectory.action) for trajectory in trajectories)
+        self.added_trajectories += len(trajectories)
         self.added_steps += added
         return added
 
