@@ -69,6 +69,10 @@ class BackendConfig:
     """Where the roles run."""
 
     kind: Literal["inline", "ray"] = "inline"  # inline: one process; ray: one Ray actor per role
+    # inline: each role runs its calls in order on a thread of its own, so the learner's update and
+    # the rollouts overlap (same results: every call still sees the same inputs in the same order);
+    # false runs every call at once in the driver's thread (easier to step through in a debugger).
+    inline_threads: bool = True
     ray_address: str | None = None  # None: start a local Ray instance; else join this cluster
     bind_host: str = "127.0.0.1"  # every listener (Ray dashboard, node manager) binds here unless changed
     include_dashboard: bool = False  # the Ray dashboard, bound to bind_host

@@ -3,12 +3,14 @@
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 from tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
 from moozi.metrics_log import read_metrics
+from moozi.system.backends import InlineBackend
 from moozi.system.driver import Driver
 
 
@@ -35,6 +37,49 @@ def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
         assert row_a.get("role") == row_b.get("role")
         for key in row_a.keys() - {"role"}:
             np.testing.assert_allclose(row_a[key], row_b[key], rtol=1e-6, err_msg=f"{key} at step {row_a['step']}")
+
+
+@pytest.mark.slow
+def test_inline_roles_on_their_own_threads_give_the_same_metrics_as_in_one_thread(tmp_path):
+    rows = {}
+    for threads in (False, True):
+        summary = run_driver(_config(16 * STEPS_PER_ITERATION, **{"backend.inline_threads": threads}), tmp_path / str(threads))
+        assert summary["updates"] > 8
+        rows[threads] = deterministic_rows(tmp_path / str(threads))
+    assert len(rows[True]) > 4
+    assert rows[True] == rows[False]
+
+
+class _Role:
+    def __init__(self):
+        self.calls = []
+
+    def record(self, value):
+        self.calls.append((value, threading.current_thread().name))
+        return value
+
+    def fail(self):
+        raise ValueError("boom")
+
+
+def test_threaded_inline_calls_run_in_order_on_the_roles_thread_and_errors_surface_at_get():
+    backend = InlineBackend(threaded=True)
+    a, b = backend.start("a", _Role), backend.start("b", _Role)
+    first = a.call("record", 1)
+    relayed = b.call("record", backend.resolve_arg(first))  # a future handed from one role to another
+    failed = a.call("fail")
+    last = a.call("record", 2)
+    assert backend.get([relayed, last]) == [1, 2]
+    with pytest.raises(ValueError, match="boom"):
+        backend.get(failed)
+    assert [value for value, _ in a.obj.calls] == [1, 2]
+    assert {name.split("_")[0] for _, name in a.obj.calls} == {"moozi-a"}
+    assert b.obj.calls[0][1].startswith("moozi-b")
+    for handle in (a, b):
+        handle.drain()
+    unthreaded = InlineBackend(threaded=False).start("c", _Role)
+    assert unthreaded.obj.calls == [] and InlineBackend(threaded=False).get(unthreaded.call("record", 3)) == 3
+    assert unthreaded.obj.calls == [(3, threading.current_thread().name)]
 
 
 def test_existing_run_needs_resume_and_resume_needs_arun_driver(tmp_path):

@@ -39,6 +39,7 @@ The Ray backend
 
 from __future__ import annotations
 
+import concurrent.futures
 import ipaddress
 import logging
 import math
@@ -64,24 +65,51 @@ class _Done:
         self.value = value
 
 
+def _value(arg):
+    """An argument's value: a future from another inline role's call is waited for."""
+    if isinstance(arg, _Done):
+        return arg.value
+    if isinstance(arg, concurrent.futures.Future):
+        return arg.result()
+    return arg
+
+
 class InlineHandle:
-    def __init__(self, name: str, obj, spec):
+    """A role in this process. With a thread (the default), calls run in order on the role's own
+    thread and return futures, as a Ray actor's do: the learner's update then overlaps the rollout,
+    since compiled JAX code runs without holding the GIL. Without one, each call runs at once."""
+
+    def __init__(self, name: str, obj, spec, threaded: bool = True):
         self.name = name
         self.obj = obj
         self.spec = spec  # (cls, args, resources): what `restart` builds again
+        self._executor = (
+            concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"moozi-{name}") if threaded else None
+        )
 
     def call(self, method: str, *args):
-        return _Done(getattr(self.obj, method)(*args))
+        if self._executor is None:
+            return _Done(getattr(self.obj, method)(*map(_value, args)))
+        return self._executor.submit(lambda: getattr(self.obj, method)(*map(_value, args)))
+
+    def drain(self) -> None:
+        """Waits for the call in progress and drops the queued ones (before the role is closed)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
 
 
 class InlineBackend:
     kind = "inline"
 
+    def __init__(self, threaded: bool = True):
+        self.threaded = threaded
+
     def start(self, name: str, cls, *args, resources: dict | None = None) -> InlineHandle:
-        return InlineHandle(name, cls(*args), (cls, args, resources))
+        return InlineHandle(name, cls(*args), (cls, args, resources), self.threaded)
 
     def restart(self, handle: InlineHandle) -> InlineHandle:
         """A fresh instance of the role in place of `handle` (same name, same constructor arguments)."""
+        handle.drain()
         close = getattr(handle.obj, "close", None)
         if close:
             close()
@@ -90,15 +118,15 @@ class InlineBackend:
 
     def get(self, futures):
         if isinstance(futures, list):
-            return [f.value for f in futures]
-        return futures.value
+            return [_value(f) for f in futures]
+        return _value(futures)
 
     def put(self, value):
         return value
 
     def resolve_arg(self, future):
-        """What to pass to another role's call: the value itself inline."""
-        return future.value if isinstance(future, _Done) else future
+        """What to pass to another role's call: the future itself, waited for on that role's thread."""
+        return future
 
     def kill(self, handle) -> None:
         pass
@@ -333,7 +361,7 @@ class RayBackend:
 
 def make_backend(kind: str, config: BackendConfig):
     if kind == "inline":
-        return InlineBackend()
+        return InlineBackend(threaded=config.inline_threads)
     if kind == "ray":
         try:
             import ray  # noqa: F401

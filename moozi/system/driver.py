@@ -341,6 +341,7 @@ class Driver:
     def close(self) -> None:
         for handle in [*self.workers, self.tester, self.reanalyzer, self.learner, self.replay]:
             if handle is not None and self._backend.kind == "inline":
+                handle.drain()
                 close = getattr(handle.obj, "close", None)
                 if close:
                     close()

@@ -204,6 +204,8 @@ class TestingRolloutWorker:
     ends, so a test costs one batched search per step.
     """
 
+    __test__ = False  # a role, not a pytest test class (its name starts with Test)
+
     def __init__(self, config: Config):
         self.config = config
         self.spec = env_spec(config)
