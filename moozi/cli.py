@@ -50,6 +50,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--opening-moves", type=int, default=0, metavar="N",
+                    help="start each pair of games (one per seat) N uniformly random plies in: "
+                    "greedy players otherwise repeat the same two games (not with --ladder)")
     ev.add_argument("--json", dest="json_file", default=None,
                     help="also write the result here (default RUN/eval-<opponent>.json, or RUN/ladder.json with the PNG beside it)")
     ev.add_argument("--ladder", action="store_true",
@@ -113,7 +116,11 @@ def _cmd_eval(args) -> int:
     from moozi.agent import load_agent
     from moozi.evaluation import evaluate
 
+    if args.opening_moves < 0:
+        raise MooziError(f"--opening-moves must be a non-negative integer, got {args.opening_moves}")
     if args.ladder:
+        if args.opening_moves:
+            raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
         return _cmd_ladder(args)
     ladder_only = [name for name in ("checkpoints", "anchors", "bootstrap") if getattr(args, name) is not None]
     if ladder_only:
@@ -122,7 +129,7 @@ def _cmd_eval(args) -> int:
     if games < 1:
         raise MooziError(f"--games must be a positive integer, got {games}")
     agent = load_agent(args.run_dir)
-    result = evaluate(agent, agent.config.game, args.opponent, games, args.seed)
+    result = evaluate(agent, agent.config.game, args.opponent, games, args.seed, opening_moves=args.opening_moves)
     print(result.format_table())
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.opponent)
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"

@@ -101,9 +101,13 @@ class EvalResult:
     loss_rate_ci: tuple[float, float]  # 95% Wilson score interval
     per_seat: tuple[SeatRecord, ...]  # one record per seat, player 0 first
     kind: str = "two_player"
+    # Uniformly random plies before the players take over; games 2k and 2k+1 share one opening
+    # with the seats swapped (deterministic players otherwise replay the same two games).
+    opening_moves: int = 0
 
     @classmethod
-    def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...]) -> "EvalResult":
+    def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...],
+                   opening_moves: int = 0) -> "EvalResult":
         """Totals, rates and intervals derived from the per-seat counts."""
         games = sum(s.games for s in per_seat)
         wins, draws, losses = (sum(getattr(s, k) for s in per_seat) for k in ("wins", "draws", "losses"))
@@ -121,6 +125,7 @@ class EvalResult:
             win_rate_ci=wilson_interval(wins, games),
             loss_rate_ci=wilson_interval(losses, games),
             per_seat=tuple(per_seat),
+            opening_moves=opening_moves,
         )
 
     def to_json(self) -> str:
@@ -136,6 +141,8 @@ class EvalResult:
 
     def format_table(self) -> str:
         header = f"{self.game} vs {self.opponent}: {self.games} games, seed {self.seed}"
+        if self.opening_moves:
+            header += f", {self.opening_moves} random opening plies per pair of games"
         columns = f"{'':<12} {'games':>5} {'wins':>5} {'draws':>5} {'losses':>6}   {'win rate (95% CI)':<22} loss rate (95% CI)"
         rows = [header, columns]
 
@@ -353,7 +360,29 @@ def load_two_player_game(game_name: str) -> pyspiel.Game:
         env.close()
 
 
-def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: str, num_games: int, seed: int):
+def random_opening(game: pyspiel.Game, plies: int, rng: np.random.RandomState) -> pyspiel.State:
+    """The state after up to `plies` uniformly random moves (chance outcomes by their odds); it stops
+    early rather than end the game, so the players always get a move."""
+    state = game.new_initial_state()
+    played = 0
+    while played < plies and not state.is_terminal():
+        if state.is_chance_node():
+            outcomes, probabilities = zip(*state.chance_outcomes())
+            state.apply_action(int(rng.choice(outcomes, p=probabilities)))
+            continue
+        for action in rng.permutation(state.legal_actions()):
+            child = state.child(int(action))
+            if not child.is_terminal():
+                state = child
+                break
+        else:
+            break
+        played += 1
+    return state
+
+
+def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: str, num_games: int, seed: int,
+                         opening_moves: int = 0):
     # Build every bot before the first game, so a bad opponent fails fast and
     # the seat of every game is fixed up front: game i has the agent at seat i % 2.
     seats = [i % 2 for i in range(num_games)]
@@ -367,23 +396,33 @@ def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: st
             bots[seat] = pair
     counts = {seat: [0, 0, 0] for seat in (0, 1)}  # wins, draws, losses
     chance_rng = np.random.RandomState(seed)  # chance outcomes, shared by all games
-    for seat in seats:
-        returns = evaluate_bots.evaluate_bots(game.new_initial_state(), bots[seat], chance_rng)
+    opening_rng = np.random.RandomState(seed + 104729)  # its own stream: openings don't shift chance outcomes
+    start = game.new_initial_state()
+    for i, seat in enumerate(seats):
+        if opening_moves and i % 2 == 0:
+            start = random_opening(game, opening_moves, opening_rng)
+        returns = evaluate_bots.evaluate_bots(start.clone(), bots[seat], chance_rng)
         outcome = returns[seat] - returns[1 - seat]
         counts[seat][0 if outcome > 0 else 1 if outcome == 0 else 2] += 1
     per_seat = tuple(SeatRecord(seat, seats.count(seat), *counts[seat]) for seat in (0, 1))
-    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=per_seat)
+    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=per_seat,
+                                 opening_moves=opening_moves)
 
 
-def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int) -> EvalResult | ReturnResult:
+def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
+             opening_moves: int = 0) -> EvalResult | ReturnResult:
     """Plays `num_games` games and summarises them.
 
     Two-player OpenSpiel games: the agent plays seats 0 and 1 alternately
-    against `opponent` (see `make_opponent`). One-player games: episode i is
+    against `opponent` (see `make_opponent`), each pair of games from the same
+    start: the initial state, or `opening_moves` random plies into the game
+    (`random_opening`). One-player games: episode i is
     `agent.play_episode(env, seed + i)` and `opponent` is ignored.
     """
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 1:
         raise MooziError(f"the number of games must be a positive integer, got {num_games!r}")
+    if isinstance(opening_moves, bool) or not isinstance(opening_moves, int) or opening_moves < 0:
+        raise MooziError(f"the number of opening moves must be a non-negative integer, got {opening_moves!r}")
     canonical, env = _open(game_name)
     try:
         if env.spec.num_players == 1:
@@ -392,6 +431,6 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int) ->
         game = getattr(env, "game", None)
         if not isinstance(game, pyspiel.Game):
             raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
-        return _evaluate_two_player(agent, canonical, game, opponent, num_games, seed)
+        return _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
     finally:
         env.close()

@@ -14,6 +14,7 @@ from moozi.evaluation import (
     ReturnResult,
     evaluate,
     make_opponent,
+    random_opening,
     result_from_json,
     wilson_interval,
 )
@@ -116,6 +117,60 @@ def test_seats_alternate_and_are_fixed_before_play():
     assert agent.seats == [0, 1, 0, 1, 0]
     assert [s.games for s in result.per_seat] == [3, 2]
     assert sum(s.wins + s.draws + s.losses for s in result.per_seat) == 5
+
+
+class _StartRecordingBot(pyspiel.Bot):
+    def __init__(self, player_id, starts):
+        pyspiel.Bot.__init__(self)
+        self._inner = make_opponent("minimax", TTT, player_id, 11)
+        self._starts = starts
+
+    def restart_at(self, state):
+        self._starts.append(tuple(state.history()))
+
+    def step(self, state):
+        return self._inner.step(state)
+
+
+class StartRecordingAgent:
+    def __init__(self):
+        self.starts = []
+
+    def as_openspiel_bot(self, player_id):
+        return _StartRecordingBot(player_id, self.starts)
+
+
+def test_opening_moves_start_each_pair_of_games_from_one_random_position():
+    agent = StartRecordingAgent()
+    result = evaluate(agent, "tic_tac_toe", "random", num_games=6, seed=4, opening_moves=3)
+    starts = agent.starts
+    assert len(starts) == 6 and all(len(start) == 3 for start in starts)
+    assert starts[0] == starts[1] and starts[2] == starts[3] and starts[4] == starts[5]
+    assert len({starts[0], starts[2], starts[4]}) == 3
+    assert [s.games for s in result.per_seat] == [3, 3] and result.opening_moves == 3
+    assert "3 random opening plies per pair of games" in result.format_table()
+    assert EvalResult.from_json(result.to_json()) == result
+    again = StartRecordingAgent()
+    evaluate(again, "tic_tac_toe", "random", num_games=6, seed=4, opening_moves=3)
+    assert again.starts == starts
+    plain = StartRecordingAgent()
+    evaluate(plain, "tic_tac_toe", "random", num_games=2, seed=4)
+    assert plain.starts == [(), ()]
+
+
+@pytest.mark.parametrize("game_name, plies", [("tic_tac_toe", 9), ("connect_four", 60)])
+def test_random_openings_never_end_the_game(game_name, plies):
+    game = pyspiel.load_game(game_name)
+    rng = np.random.RandomState(0)
+    for _ in range(20):
+        state = random_opening(game, plies, rng)
+        assert not state.is_terminal() and state.legal_actions()
+
+
+@pytest.mark.parametrize("opening_moves", [-1, 1.5, True])
+def test_opening_moves_must_be_a_non_negative_integer(opening_moves):
+    with pytest.raises(MooziError, match="opening moves"):
+        evaluate(SeatRecordingAgent(), "tic_tac_toe", "random", num_games=2, seed=0, opening_moves=opening_moves)
 
 
 def test_evaluation_is_reproducible_from_the_seed():
