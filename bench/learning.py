@@ -27,6 +27,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+OVERRIDES: dict[str, str] = {}  # --set key=value, applied to every game's preset
+
+
 def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoint_minutes: float) -> float:
     """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
     from moozi.config import build_config
@@ -35,6 +38,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
     config = build_config(
         game,
         overrides={
+            **OVERRIDES,
             "seed": seed,
             "train.max_minutes": minutes,
             "train.checkpoint_every_minutes": checkpoint_minutes,
@@ -115,6 +119,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", default="tic_tac_toe,connect_four,breakout")
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here: first, first+1, ...")
     parser.add_argument("--quick", action="store_true", help="tic-tac-toe only, 4 minutes")
     parser.add_argument("--ttt-minutes", type=float, default=10.0)
     parser.add_argument("--c4-minutes", type=float, default=60.0)
@@ -122,12 +127,20 @@ def main(argv=None) -> dict:
     parser.add_argument("--breakout-minutes", default="30,60")
     parser.add_argument("--breakout-episodes", type=int, default=100)
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every game trained (repeatable), e.g. to try a preset change")
     args = parser.parse_args(argv)
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set needs key=value, got {item!r}")
+        OVERRIDES[key.strip()] = value.strip()
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
-    report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work)}
-    for seed in range(args.seeds):
+    report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work),
+                    "overrides": dict(OVERRIDES)}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
