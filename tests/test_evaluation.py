@@ -39,7 +39,8 @@ class _SeatRecordingBot(pyspiel.Bot):
         self._player_id, self._log = player_id, log
 
     def restart_at(self, state):
-        self._log.append(self._player_id)  # OpenSpiel's evaluate_bots restarts every bot once per game
+        # OpenSpiel's evaluate_bots restarts every bot once per game, at the game's start.
+        self._log.append((self._player_id, tuple(state.history())))
 
     def step(self, state):
         assert state.current_player() == self._player_id
@@ -48,10 +49,19 @@ class _SeatRecordingBot(pyspiel.Bot):
 
 class SeatRecordingAgent:
     def __init__(self):
-        self.seats = []
+        self.log = []
+
+    @property
+    def seats(self):
+        return [seat for seat, _ in self.log]
+
+    @property
+    def starts(self):
+        """The action history each game started from."""
+        return [start for _, start in self.log]
 
     def as_openspiel_bot(self, player_id):
-        return _SeatRecordingBot(player_id, self.seats)
+        return _SeatRecordingBot(player_id, self.log)
 
 
 # ------------------------------------------------------------------ statistics
@@ -119,29 +129,8 @@ def test_seats_alternate_and_are_fixed_before_play():
     assert sum(s.wins + s.draws + s.losses for s in result.per_seat) == 5
 
 
-class _StartRecordingBot(pyspiel.Bot):
-    def __init__(self, player_id, starts):
-        pyspiel.Bot.__init__(self)
-        self._inner = make_opponent("minimax", TTT, player_id, 11)
-        self._starts = starts
-
-    def restart_at(self, state):
-        self._starts.append(tuple(state.history()))
-
-    def step(self, state):
-        return self._inner.step(state)
-
-
-class StartRecordingAgent:
-    def __init__(self):
-        self.starts = []
-
-    def as_openspiel_bot(self, player_id):
-        return _StartRecordingBot(player_id, self.starts)
-
-
 def test_opening_moves_start_each_pair_of_games_from_one_random_position():
-    agent = StartRecordingAgent()
+    agent = SeatRecordingAgent()
     result = evaluate(agent, "tic_tac_toe", "random", num_games=6, seed=4, opening_moves=3)
     starts = agent.starts
     assert len(starts) == 6 and all(len(start) == 3 for start in starts)
@@ -150,10 +139,10 @@ def test_opening_moves_start_each_pair_of_games_from_one_random_position():
     assert [s.games for s in result.per_seat] == [3, 3] and result.opening_moves == 3
     assert "3 random opening plies per pair of games" in result.format_table()
     assert EvalResult.from_json(result.to_json()) == result
-    again = StartRecordingAgent()
+    again = SeatRecordingAgent()
     evaluate(again, "tic_tac_toe", "random", num_games=6, seed=4, opening_moves=3)
     assert again.starts == starts
-    plain = StartRecordingAgent()
+    plain = SeatRecordingAgent()
     evaluate(plain, "tic_tac_toe", "random", num_games=2, seed=4)
     assert plain.starts == [(), ()]
 
