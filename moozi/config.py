@@ -45,6 +45,10 @@ class TrainConfig:
     reanalyze_num_envs: int = 16  # mock envs per reanalyze worker
     test_every_updates: int = 200  # run the testing rollout worker every n updates (0: never)
     test_episodes: int = 20  # episodes (or games against a random player) per test
+    # A test stops after this many steps, episodes still running counted with their return so far
+    # (logged as test_cut_episodes): MinAtar games end only when the player loses, so a good greedy
+    # agent's test could otherwise run for hours, blocking the run and its stop signals.
+    test_max_steps: int = 5_000
     checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
     keep_checkpoints: int = 3  # older checkpoints are deleted once a newer one is complete
     log_every_updates: int = 20  # metrics.jsonl / TensorBoard cadence
@@ -279,6 +283,7 @@ def validate(config: Config) -> None:
         "train.updates_per_iteration": config.train.updates_per_iteration,
         "train.num_training_workers": config.train.num_training_workers,
         "train.log_every_updates": config.train.log_every_updates,
+        "train.test_max_steps": config.train.test_max_steps,
         "train.keep_checkpoints": config.train.keep_checkpoints,
         "planner.num_simulations": config.planner.num_simulations,
         "targets.history_length": config.targets.history_length,

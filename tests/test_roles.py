@@ -109,6 +109,19 @@ def test_testing_worker_reports_rates_summing_to_one(config, learner):
     assert metrics == tester.run(learner.get_params(), episodes=6, seed=3)  # deterministic given the seed
 
 
+def test_a_test_stops_after_test_max_steps_and_counts_the_cut_episodes():
+    # CartPole cannot fail in 3 steps (the pole needs ~8 to pass 12 degrees), so every episode is cut:
+    # the return so far is the rewards of steps 1 and 2 (the reset step has none).
+    from moozi.config import build_config
+
+    config = build_config("cartpole", overrides={"network.mlp_hidden_sizes": "8", "network.mlp_hidden_state_size": "8",
+                                                  "network.head_hidden": "8", "planner.num_simulations": "2",
+                                                  "train.test_max_steps": "3"})
+    metrics = Tester(config).run(ParameterOptimizer(config).get_params(), episodes=4, seed=0)
+    assert metrics["test_cut_episodes"] == 4
+    assert metrics["test_return"] == 2.0 and metrics["test_return_std"] == 0.0
+
+
 def test_reanalyze_worker_replaces_only_search_statistics(config, learner):
     worker = TrainingRolloutWorker(config, 0)
     replay = ReplayRole(config)

@@ -226,7 +226,7 @@ class TestingRolloutWorker:
             total = np.zeros(episodes, np.float64)
             outcome = np.zeros(episodes, np.float64)  # two-player: +1 win, 0 draw, -1 loss for the agent
             steps = 0
-            while not done.all():
+            while not done.all() and steps < self.config.train.test_max_steps:
                 key, sub = jax.random.split(key)
                 env_state = env.state if self._needs_env_state else None
                 history, out = self._act(params, history, step, last_action, env_state, sub)
@@ -257,7 +257,8 @@ class TestingRolloutWorker:
                 "test_draw_rate": float(np.mean(outcome == 0)),
                 "test_loss_rate": float(np.mean(outcome < 0)),
             }
-        return {"test_return": float(np.mean(total)), "test_return_std": float(np.std(total))}
+        return {"test_return": float(np.mean(total)), "test_return_std": float(np.std(total)),
+                "test_cut_episodes": float(np.sum(~done))}
 
 
 def _random_legal(rng: np.random.Generator, legal_actions: np.ndarray) -> np.ndarray:
