@@ -171,7 +171,14 @@ def apply_overrides(config, overrides: Mapping[str, Any], *, prefix: str = ""):
             direct[head] = parse_value(value, hints[head], full)
     for head, sub_overrides in nested.items():
         direct[head] = apply_overrides(getattr(config, head), sub_overrides, prefix=f"{prefix}{head}.")
-    return dataclasses.replace(config, **direct) if direct else config
+    if not direct:
+        return config
+    try:
+        return dataclasses.replace(config, **direct)
+    except (ValueError, TypeError) as e:
+        # A section's own check (e.g. Support: max_value > min_value) refused the combination.
+        keys = ", ".join(prefix + head for head in direct)
+        raise ConfigError(f"invalid value for {keys}: {e}") from None
 
 
 def flatten_overrides(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -114,6 +114,7 @@ def _moozi(*args, timeout=120, cwd=None):
         (["train", "tic_tac_toe", "--set", "planner.num_simulation=3"], "num_simulations"),
         (["train", "tic_tac_toe", "--set", "planner.num_simulations=lots"], "an integer"),
         (["train", "tic_tac_toe", "--set", "justakey"], "expected key=value"),
+        (["train", "tic_tac_toe", "--set", "network.support.max_value=-1"], "invalid value for network.support.max_value"),
         (["train", "openspiel:matrix_rps"], "simultaneous"),
         (["eval", "/nonexistent/run"], "not a moozi run directory"),
         (["eval", "/nonexistent/run", "--opening-moves", "-1"], "--opening-moves must be a non-negative integer"),

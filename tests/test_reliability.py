@@ -26,7 +26,7 @@ import uuid
 import jax
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from reliability_child import digest_arrays, digest_tree
@@ -471,7 +471,10 @@ def _train_or_one_line_error(argv):
     event("one-line error")
 
 
-FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomize: the same examples on every run, so CI cannot pass or fail by the draw; a new
+# failure found by a local run with randomize on goes into the explicit cases below.
+FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
@@ -523,6 +526,7 @@ EDGE_VALUES = ["nan", "-inf", "1e400", "-1", "0", "", "none", "1,2"]
     st.tuples(st.sampled_from(REAL_KEYS), st.sampled_from(EDGE_VALUES)).map("=".join),
     _text,
 ), min_size=1, max_size=4))
+@example(items=["network.support.max_value=-1"])  # found by a CI run: Support's own check raised a traceback
 def test_fuzzed_set_arguments(tmp_path, stop_before_roles, items):
     argv = ["train", "tic_tac_toe", "--run-dir", tmp_path / uuid.uuid4().hex]
     for item in items:
@@ -590,7 +594,7 @@ def _games_text():
     return st.one_of(st.integers(-3, 2).map(str), _text.filter(small_or_not_a_number))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(opponent=_opponent, games=_games_text())
 def test_fuzzed_evaluation_options(tmp_path, trained_run, opponent, games):
     assume(not opponent.startswith("-") and not games.startswith("-") and _affordable(opponent))
@@ -615,7 +619,7 @@ _move_line = st.one_of(_text, st.integers(-2, 12).map(str), st.sampled_from(
     ["x(1,1)", "o(0,0)", "X(0, 2)", " 4 ", "", "resign", "QUIT", "1e3", "0x1"]))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(lines=st.lists(_move_line, max_size=25), seat=st.sampled_from([0, 1, None]))
 def test_fuzzed_human_play_input(agent, lines, seat):
     from moozi.play import play_human
