@@ -31,10 +31,30 @@ def test_games_declared_binary_have_binary_observations(game):
     conformance.check_host_env(functools.partial(make, game), num_steps=60)  # checks every value is 0 or 1
 
 
+# Channels of player 0's and player 1's pieces in the library's tensor, read off OpenSpiel's own
+# rendering: tic-tac-toe's planes are (empty, o, x) and x moves first; connect_four's are (x, o, empty).
+PIECE_CHANNELS = {"tic_tac_toe": (2, 1), "connect_four": (0, 1)}
+
+
 def _library_obs(env: OpenSpielEnv, player: int) -> np.ndarray:
+    """What the bridge should show `player`: the library's tensor, made player-relative for two players."""
     shape = env.game.observation_tensor_shape()
     tensor = np.asarray(env.state.observation_tensor(player), np.float32).reshape(shape)
-    return tensor.transpose(1, 2, 0) if len(shape) == 3 else tensor.reshape(env.spec.obs_shape)
+    if len(shape) == 3:
+        tensor = tensor.transpose(1, 2, 0)
+    elif len(shape) == 2:
+        tensor = tensor[..., None]
+    else:
+        tensor = tensor.reshape(1, 1, -1)
+    if env.spec.num_players == 1:
+        return tensor
+    name = env.game.get_type().short_name
+    if name in PIECE_CHANNELS:
+        own, other = PIECE_CHANNELS[name][player], PIECE_CHANNELS[name][1 - player]
+        rest = [c for c in range(tensor.shape[-1]) if c not in (own, other)]
+        tensor = tensor[..., [own, other, *rest]]
+    to_play = np.full((*tensor.shape[:2], 1), player, np.float32)
+    return np.concatenate([tensor, to_play], axis=-1)
 
 
 @pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four", GO9, "pig"])
@@ -57,7 +77,7 @@ def test_mask_and_obs_match_the_library_from_the_player_to_move(game):
 
 def test_list_path_equals_observer_path():
     fast, slow = make(GO9, seed=0), make(GO9, seed=0)
-    slow._observer = None  # the fallback for games without a default observer
+    slow._observer = slow._set_from = None  # the fallback for games without a default observer
     a, b = fast.reset(), slow.reset()
     for action in [41, 42, 31, 1, 82]:
         np.testing.assert_array_equal(a.obs, b.obs)
@@ -179,9 +199,9 @@ def test_unknown_games_and_bad_parameters_are_user_errors():
 def test_spec_and_helpers():
     env = make(GO9)
     assert env.spec.name == "openspiel:go(board_size=9,komi=7.5)"
-    assert env.spec.obs_shape == (9, 9, 4) and env.spec.num_actions == 83 and env.spec.num_players == 2
+    assert env.spec.obs_shape == (9, 9, 5) and env.spec.num_actions == 83 and env.spec.num_players == 2
     assert env.spec.max_episode_steps == env.game.max_game_length()
-    assert make("leduc_poker").spec.obs_shape == (1, 1, 16)  # 1-D tensors are vectors
+    assert make("leduc_poker").spec.obs_shape == (1, 1, 17)  # 1-D tensors are vectors (+ the to-play feature)
     assert make("catch").spec.obs_shape == (10, 5, 1)  # 2-D tensors are one-channel grids
     ttt = make("tic_tac_toe")
     ttt.reset()
@@ -367,3 +387,51 @@ def test_fast_path_mixes_with_step_and_snapshots():
             env.set_state(snapshot)
             env.step_into(action, is_last, batch, 1)
             _assert_bitwise(batch.row(1), out, f"restored {t}")
+
+
+def test_connect_four_shows_the_mover_its_own_pieces_first():
+    # x (player 0) drops in column 3, o (player 1) in column 4, x again in column 3.
+    outs = _play(make("connect_four"), [3, 4, 3])
+    bottom = 0  # row 0 of OpenSpiel's tensor is the bottom of the board
+    first, second, third = outs[1].obs, outs[2].obs, outs[3].obs
+    # After x's first move o moves: o has no pieces, x's piece is the opponent's.
+    assert first[..., 0].sum() == 0 and first[bottom, 3, 1] == 1 and first[..., 1].sum() == 1
+    assert (first[..., 3] == 1).all()  # to_play plane: player 1
+    # After o's move x moves: x's piece first, o's second.
+    assert second[bottom, 3, 0] == 1 and second[..., 0].sum() == 1
+    assert second[bottom, 4, 1] == 1 and second[..., 1].sum() == 1
+    assert (second[..., 3] == 0).all()
+    # Empty cells stay where the library puts them.
+    assert second[..., 2].sum() == 42 - 2 and third[..., 2].sum() == 42 - 3
+
+
+def _two_player_games() -> list[str]:
+    names = []
+    for name in known_games():
+        try:
+            game = pyspiel.load_game(name)
+        except pyspiel.SpielError:
+            continue
+        if game.num_players() == 2:
+            names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("game", _two_player_games())
+def test_every_two_player_game_tells_the_network_who_moves(game):
+    """Values are from the player to move, so the obs must say who that is: the same board shown to
+    the other player differs, and the last channel is `to_play`."""
+    try:
+        env = make(game, seed=0)
+    except UnsupportedGameError:
+        pytest.skip(f"{game} is not playable by moozi")
+    rng = np.random.default_rng(0)
+    out = env.reset()
+    for _ in range(12):
+        if out.is_last:
+            break
+        mover = int(out.to_play)
+        assert (out.obs[..., -1] == mover).all()
+        other = env._observe(env.state, 1 - mover)
+        assert not np.array_equal(out.obs, other)
+        out = env.step(int(rng.choice(np.flatnonzero(out.legal_actions))), False)
