@@ -45,7 +45,10 @@ class MooziBot(pyspiel.Bot):
         steps, env_state = self._steps(state)  # [(step output, augmented action taken there)]
         start = max(0, len(steps) - length)
         history = agent.new_history()
-        last_action = DUMMY_ACTION
+        # a_{k-1} for the first step pushed here: the action taken before it, or the dummy at the
+        # start of the game. With history length 1 the loop below pushes nothing, and this is the
+        # action that led to the current state, which `act` pushes with it.
+        last_action = steps[start - 1][1] if start > 0 else DUMMY_ACTION
         for k in range(start, len(steps) - 1):
             past, action_taken = steps[k]
             history = _push(
