@@ -80,3 +80,10 @@ def test_config_file_toml_and_errors(tmp_path):
 def test_defaults_are_the_thesis_network():
     network = Config().network
     assert (network.channels, network.representation_blocks, network.prediction_blocks, network.dynamics_blocks) == (32, 6, 1, 2)
+
+
+def test_value_transform_is_a_checked_setting():
+    config = build_config("connect_four", overrides={"network.support.transform": "identity"})
+    assert config.network.support.transform == "identity"
+    with pytest.raises(ConfigError, match=r"network\.support\.transform.*phi, identity"):
+        build_config("connect_four", overrides={"network.support.transform": "log"})

@@ -146,3 +146,29 @@ class NetworkTest(parameterized.TestCase):
     def test_unknown_kind_is_rejected(self):
         with pytest.raises(MooziError):
             NetworkConfig(kind="transformer")
+
+
+@pytest.mark.parametrize("name, config, obs_shape, _", CASES)
+def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _):
+    """With layer norm there are no running moments: acting and training compute the same outputs,
+    for the root and for unrolled states alike (batch norm's moments mix the two)."""
+    network, variables, obs = _build(dataclasses.replace(config, normalization="layer"), obs_shape)
+    assert variables["batch_stats"] == {}
+    acting = network.initial_inference(variables, obs)
+    training, batch_stats = network.initial_inference_train(variables, obs)
+    assert batch_stats == {}
+    np.testing.assert_allclose(acting.policy_logits, training.policy_logits, rtol=1e-5, atol=1e-5)
+    action = jnp.arange(B, dtype=jnp.int32) % A
+    step = network.recurrent_inference(variables, acting.hidden_state, action)
+    step_train, _ = network.recurrent_inference_train(variables, acting.hidden_state, action)
+    np.testing.assert_allclose(step.value_logits, step_train.value_logits, rtol=1e-5, atol=1e-5)
+    # Batch norm, on the same inputs, does not: acting uses the running moments.
+    bn_network, bn_variables, _ = _build(config, obs_shape)
+    bn_acting = bn_network.initial_inference(bn_variables, obs)
+    bn_training, _ = bn_network.initial_inference_train(bn_variables, obs)
+    assert not np.allclose(bn_acting.policy_logits, bn_training.policy_logits, atol=1e-3)
+
+
+def test_unknown_normalization_is_refused():
+    with pytest.raises(MooziError, match="batch, layer"):
+        NetworkConfig(normalization="group")

@@ -321,3 +321,38 @@ def test_config_rejects_bad_values(field, value):
 
 def test_config_accepts_policy_by_value():
     assert PlannerConfig(search_policy="gumbel_muzero").search_policy is SearchPolicy.GUMBEL_MUZERO
+
+
+class InteriorDummyTest(chex.TestCase):
+    """Every real move leads to state 1, lost for its mover: each of its moves leads to state 3, won
+    for the opponent (Q = -1 with discount -1). The dummy would lead to an absorbing 0 instead."""
+
+    @staticmethod
+    def _variables(state_1_logits):
+        next_state = np.full((NUM_STATES, NUM_ACTIONS), 3)
+        next_state[0, :] = 1
+        value = np.array([0.0, -1.0, 0.0, 1.0], np.float32)
+        logits = np.zeros((NUM_STATES, NUM_ACTIONS), np.float32)
+        logits[1] = state_1_logits
+        return table_variables(next_state=next_state, reward=np.zeros((NUM_STATES, NUM_ACTIONS)), value=value,
+                               logits=logits)
+
+    @staticmethod
+    def _interior_dummy_visits(tree) -> int:
+        parents = np.asarray(tree.parents)
+        action = np.asarray(tree.action_from_parent)
+        visits = np.asarray(tree.node_visits)
+        return int(np.sum(visits[(parents > 0) & (action == 0)]))
+
+    def test_a_losing_side_cannot_escape_to_the_dummy_inside_the_tree(self):
+        for config in (GREEDY, GUMBEL_GREEDY):
+            out, _ = plan_with(config, self._variables(np.zeros(NUM_ACTIONS)), 0, legal_without_dummy(), discount=-1.0)
+            assert self._interior_dummy_visits(out.search_tree) == 0, config.search_policy
+            # State 1 is lost for its mover, so every root move looks good to the root player.
+            assert np.all(np.asarray(out.search_tree.summary().qvalues)[:, 1:] > 0.0)
+
+    def test_the_dummy_stays_open_where_the_model_predicts_the_end(self):
+        ended = np.zeros(NUM_ACTIONS, np.float32)
+        ended[0] = 5.0  # most of the prior on the dummy: the model says the game is over at state 1
+        out, _ = plan_with(GUMBEL_GREEDY, self._variables(ended), 0, legal_without_dummy(), discount=-1.0)
+        assert self._interior_dummy_visits(out.search_tree) > 0

@@ -103,3 +103,29 @@ class ScalarTest(parameterized.TestCase):
         # Confident logits decode to their category's scalar.
         sharp = 100.0 * jnp.eye(11)[jnp.array([2, 8])]
         np.testing.assert_allclose(logits_to_scalar(sharp, SUPPORT), [_edge_scalar(-3.0), _edge_scalar(3.0)], rtol=1e-5)
+
+
+OUTCOMES = Support(min_value=-1, max_value=1, transform="identity")
+
+
+def test_identity_support_puts_outcomes_on_their_own_categories():
+    # Board-game outcomes: a loss, a draw and a win are one-hot; a 0.5 target splits halfway.
+    probs = scalar_to_two_hot(jnp.array([-1.0, 0.0, 1.0, 0.5, 3.0]), OUTCOMES)
+    np.testing.assert_allclose(probs, [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0.5, 0.5], [0, 0, 1]], atol=1e-6)
+    # phi, the default, keeps only 41.5% of a win's mass on the win category.
+    np.testing.assert_allclose(scalar_to_two_hot(jnp.float32(1.0), Support(-1, 1))[2], 0.4147, atol=1e-3)
+
+
+def test_identity_support_decodes_inside_the_outcome_range():
+    sharp = 100.0 * jnp.eye(3)
+    np.testing.assert_allclose(logits_to_scalar(sharp, OUTCOMES), [-1.0, 0.0, 1.0], atol=1e-6)
+    logits = jax.random.normal(jax.random.PRNGKey(1), (64, 3)) * 10
+    decoded = logits_to_scalar(logits, OUTCOMES)
+    assert float(jnp.max(jnp.abs(decoded))) <= 1.0
+    # Under phi the same confident head decodes a win to 2.99, outside every outcome.
+    assert float(logits_to_scalar(sharp[2], Support(-1, 1))) > 2.9
+
+
+def test_unknown_transform_is_refused():
+    with pytest.raises(ValueError, match="phi, identity"):
+        Support(-1, 1, transform="log")

@@ -50,6 +50,7 @@ from moozi.errors import MooziError
 Array = Any
 
 NETWORK_KINDS = ("resnet", "mlp")
+NORMALIZATIONS = ("batch", "layer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,12 +67,18 @@ class NetworkConfig:
     mlp_hidden_state_size: int = 64  # mlp: size of the hidden state vector
     support: Support = Support()  # integer support of the value and reward categories (Z = support.size)
     scale_hidden_state: bool = True  # min-max scale each example's hidden state to [0, 1] after h and g
+    # "batch": batch norm, as the thesis lists (see module docstring). "layer": layer norm over the
+    # channels, which computes the same thing in acting and in training: no running moments, so the
+    # root and unrolled states cannot share (and skew) them (docs/board_games.md).
+    normalization: str = "batch"
     batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
     batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
 
     def __post_init__(self):
         if self.kind not in NETWORK_KINDS:
             raise MooziError(f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
+        if self.normalization not in NORMALIZATIONS:
+            raise MooziError(f"network.normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
 
 
 class NetworkOutput(NamedTuple):
@@ -117,7 +124,10 @@ class _DenseBnRelu(nn.Module):
         return nn.relu(x)
 
 
-def _batch_norm(config: NetworkConfig, train: bool) -> nn.BatchNorm:
+def _batch_norm(config: NetworkConfig, train: bool) -> nn.Module:
+    """The normalisation after every convolution and hidden dense layer (`NetworkConfig.normalization`)."""
+    if config.normalization == "layer":
+        return nn.LayerNorm(epsilon=config.batch_norm_epsilon)
     return nn.BatchNorm(
         use_running_average=not train,
         momentum=config.batch_norm_momentum,
@@ -368,7 +378,9 @@ def make_network(
     M = _MuZeroModel
 
     def init(rng, stacked_obs):
-        return dict(model.init(rng, stacked_obs, method=M.init_all))
+        variables = dict(model.init(rng, stacked_obs, method=M.init_all))
+        variables.setdefault("batch_stats", {})  # layer norm keeps no moments; the variables keep their shape
+        return variables
 
     def acting(method):
         def call(variables, *args):
@@ -379,7 +391,7 @@ def make_network(
     def training(method):
         def call(variables, *args):
             out, updates = model.apply(variables, *args, train=True, method=method, mutable=["batch_stats"])
-            return out, updates["batch_stats"]
+            return out, updates.get("batch_stats", {})
 
         return call
 

@@ -144,6 +144,14 @@ def with_absorbing_dummy(model: SearchModel) -> SearchModel:
     trained) policy on post-terminal states out of it. The wrapped model still
     runs on absorbing rows (the batch runs in lockstep, skipping would not save
     anything) and its outputs are masked with `where`.
+
+    Above the end, the dummy is masked at interior nodes (mctx masks only the
+    root) unless the model itself predicts the game has ended there, i.e. puts
+    at least half its prior on the dummy: the policy target at a final step is
+    one-hot on the dummy, so that is what the model learns at terminal states.
+    Without the mask a side that is losing inside the tree "escapes" to the
+    dummy's exact 0 (7.4% of interior visits in a Connect Four run went there),
+    and the backed-up values of losing lines are too kind.
     """
 
     def root(params, rng, root_input):
@@ -154,10 +162,14 @@ def with_absorbing_dummy(model: SearchModel) -> SearchModel:
     def recurrent(params, rng, action, embedding: AbsorbingEmbedding):
         out, inner = model.recurrent(params, rng, action, embedding.inner)
         absorbing = embedding.absorbing | (action == DUMMY_ACTION)  # [B]
+        logits = out.prior_logits
+        predicts_end = jax.nn.softmax(logits, axis=-1)[:, DUMMY_ACTION] >= 0.5  # [B]
+        dummy_logit = jnp.where(predicts_end, logits[:, DUMMY_ACTION], jnp.finfo(logits.dtype).min)
+        logits = logits.at[:, DUMMY_ACTION].set(dummy_logit)
         out = out.replace(
             reward=jnp.where(absorbing, 0.0, out.reward).astype(out.reward.dtype),
             value=jnp.where(absorbing, 0.0, out.value).astype(out.value.dtype),
-            prior_logits=jnp.where(absorbing[:, None], 0.0, out.prior_logits).astype(out.prior_logits.dtype),
+            prior_logits=jnp.where(absorbing[:, None], 0.0, logits).astype(out.prior_logits.dtype),
         )
         return out, AbsorbingEmbedding(inner, absorbing)
 

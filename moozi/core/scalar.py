@@ -5,6 +5,13 @@ scalar x is squashed by the invertible transform phi (Pohlen et al.), clipped
 to the support and split between its two nearest integers ("two-hot"). The
 network's logits are read back as the expectation over the support, then
 phi^-1, so the planner only ever sees scalars in environment scale.
+
+Board games are different: every value and reward is an outcome in [-1, 1].
+There phi squashes +-1 to +-0.415, so on the support -1..1 only 41.5% of a
+target's mass says who wins, and the decoded value of a confident head can
+reach phi^-1(+-1) = +-2.99, outside every possible outcome. `transform =
+"identity"` skips phi: +-1 is one-hot on the end categories, 0 on the middle,
+and decoded values stay in [min_value, max_value] (docs/board_games.md).
 """
 
 from __future__ import annotations
@@ -38,16 +45,30 @@ def phi_inverse(y, eps: float = DEFAULT_EPS):
     return jnp.sign(y) * (jnp.square(root) - 1.0)
 
 
+TRANSFORMS = ("phi", "identity")
+
+
 @dataclasses.dataclass(frozen=True)
 class Support:
     """The integer support {min_value, ..., max_value} of the value and reward heads."""
 
-    min_value: int = -5  # lowest category, in phi-space (thesis: -5)
-    max_value: int = 5  # highest category, in phi-space (thesis: 5)
+    min_value: int = -5  # lowest category, in transformed space (thesis: -5)
+    max_value: int = 5  # highest category, in transformed space (thesis: 5)
+    transform: str = "phi"  # "phi" (the thesis's squashing) or "identity" (outcomes in [-1, 1]: board games)
 
     def __post_init__(self):
         if self.max_value <= self.min_value:
             raise ValueError(f"Support needs max_value > min_value, got {self.min_value}..{self.max_value}")
+        if self.transform not in TRANSFORMS:
+            raise ValueError(f"Support.transform must be one of {', '.join(TRANSFORMS)}, got {self.transform!r}")
+
+    def forward(self, x, eps: float = DEFAULT_EPS):
+        """Environment scale -> the support's scale."""
+        return phi(x, eps) if self.transform == "phi" else jnp.asarray(x, jnp.float32)
+
+    def inverse(self, y, eps: float = DEFAULT_EPS):
+        """The support's scale -> environment scale."""
+        return phi_inverse(y, eps) if self.transform == "phi" else jnp.asarray(y, jnp.float32)
 
     @property
     def size(self) -> int:
@@ -60,13 +81,13 @@ class Support:
 
 
 def scalar_to_two_hot(x, support: Support, eps: float = DEFAULT_EPS):
-    """[...] scalars in environment scale -> [..., Z] two-hot vectors of phi(x).
+    """[...] scalars in environment scale -> [..., Z] two-hot vectors of phi(x) (or x: `Support.transform`).
 
     phi(x) is clipped to the support, then split between floor and floor + 1
     with weights that reproduce phi(x) as their expectation (phi(x) = 1.3 ->
     0.7 on category 1 and 0.3 on category 2).
     """
-    y = jnp.clip(phi(x, eps), support.min_value, support.max_value)
+    y = jnp.clip(support.forward(x, eps), support.min_value, support.max_value)
     # Clipping the lower neighbour to max_value - 1 keeps y = max_value on the
     # grid: it becomes weight 1 on the top category instead of indexing past it.
     low = jnp.clip(jnp.floor(y), support.min_value, support.max_value - 1)
@@ -80,7 +101,7 @@ def scalar_to_two_hot(x, support: Support, eps: float = DEFAULT_EPS):
 def two_hot_to_scalar(probs, support: Support, eps: float = DEFAULT_EPS):
     """[..., Z] distributions over the support -> [...] scalars in environment scale."""
     y = jnp.sum(jnp.asarray(probs, jnp.float32) * support.values(), axis=-1)
-    return phi_inverse(y, eps)
+    return support.inverse(y, eps)
 
 
 def logits_to_scalar(logits, support: Support, eps: float = DEFAULT_EPS):
