@@ -56,3 +56,20 @@ def test_bot_input_equals_the_training_workers_at_every_history_length(history_l
         agent = _SpyAgent(history_length)
         MooziBot(agent, state.current_player()).step(state)
         np.testing.assert_array_equal(agent.inputs[-1], expected[ply], err_msg=f"ply {ply}")
+
+
+def test_an_opponents_pass_in_go_reaches_the_network_as_the_last_action():
+    """go9 agents must see the opponent's pass (they learned to pass early when every evaluated
+    position carried the dummy action instead)."""
+    game = pyspiel.load_game("go(board_size=9,komi=7.5)")
+    state = game.new_initial_state()
+    state.apply_action(40)  # black takes the centre
+    state.apply_action(game.num_distinct_actions() - 1)  # white passes
+    agent = _SpyAgent(1)
+    agent.spec = OpenSpielEnv("go(board_size=9,komi=7.5)").spec
+    recorded = []
+    original = agent.act
+    agent.act = lambda history, step, last_action, env_state=None: (recorded.append(last_action),
+                                                                     original(history, step, last_action))[1]
+    MooziBot(agent, 0).step(state)
+    assert recorded == [game.num_distinct_actions()]  # the pass, as an augmented index (library index + 1)
