@@ -43,10 +43,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "eval", help="evaluate a trained run against an opponent, or rank its checkpoints (--ladder)",
         description="Play a run against an opponent (win/draw/loss with 95% intervals), or with --ladder play its "
         "checkpoints against each other and fixed anchors and fit Bradley-Terry Elo ratings (random = 0) with "
-        "bootstrap intervals, written to RUN/ladder.json and RUN/ladder.png.",
+        "bootstrap intervals, written to RUN/ladder.json and RUN/ladder.png, or with --positions (connect_four) "
+        "score its greedy moves on solver-labelled positions.",
     )
     ev.add_argument("run_dir")
-    ev.add_argument("--opponent", default="random", help="random | minimax | mcts:N | run:DIR (not with --ladder)")
+    ev.add_argument("--opponent", default=None,
+                    help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder)")
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--seed", type=int, default=0)
@@ -55,6 +57,10 @@ def _build_parser() -> argparse.ArgumentParser:
                     "greedy players otherwise repeat the same two games (not with --ladder)")
     ev.add_argument("--json", dest="json_file", default=None,
                     help="also write the result here (default RUN/eval-<opponent>.json, or RUN/ladder.json with the PNG beside it)")
+    ev.add_argument("--positions", action="store_true",
+                    help="connect_four: the greedy move on every solver-labelled position (share that keeps the "
+                    "result, share of best moves, per phase, next to a random mover; the value's sign "
+                    "accuracy) instead of games; written to RUN/eval-positions.json unless --json")
     ev.add_argument("--ladder", action="store_true",
                     help="Elo ladder: checkpoints vs each other and the anchors, all pairs, both seats")
     ev.add_argument("--checkpoints", type=int, default=None, metavar="K",
@@ -118,6 +124,8 @@ def _cmd_eval(args) -> int:
 
     if args.opening_moves < 0:
         raise MooziError(f"--opening-moves must be a non-negative integer, got {args.opening_moves}")
+    if args.positions:
+        return _cmd_positions(args)
     if args.ladder:
         if args.opening_moves:
             raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
@@ -128,12 +136,34 @@ def _cmd_eval(args) -> int:
     games = 100 if args.games is None else args.games
     if games < 1:
         raise MooziError(f"--games must be a positive integer, got {games}")
+    opponent = "random" if args.opponent is None else args.opponent
     agent = load_agent(args.run_dir)
-    result = evaluate(agent, agent.config.game, args.opponent, games, args.seed, opening_moves=args.opening_moves)
+    result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves)
     print(result.format_table())
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.opponent)
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in opponent)
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"
     path.write_text(result.to_json() + "\n")
+    print(f"written {path}")
+    return 0
+
+
+def _cmd_positions(args) -> int:
+    from moozi.agent import load_agent
+    from moozi.solvers.position_eval import evaluate_agent_on_positions
+
+    given = [name for name, value in (("--opponent", args.opponent), ("--games", args.games), ("--ladder", args.ladder),
+                                      ("--opening-moves", args.opening_moves), ("--checkpoints", args.checkpoints),
+                                      ("--anchors", args.anchors), ("--bootstrap", args.bootstrap)) if value]
+    if given:
+        raise MooziError(f"{given[0]} is not a --positions option: --positions searches labelled positions, it plays no games")
+    agent = load_agent(args.run_dir)
+    result = evaluate_agent_on_positions(agent, seed=args.seed)
+    print(result.format_table())
+    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "eval-positions.json"
+    try:
+        path.write_text(result.to_json() + "\n")
+    except OSError as e:
+        raise MooziError(f"cannot write {path}: {e.strerror or e}") from None
     print(f"written {path}")
     return 0
 

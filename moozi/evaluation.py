@@ -1,6 +1,6 @@
 """Evaluating an agent: against an opponent in two-player games, by episode return in one-player games.
 
-`moozi eval RUN_DIR --opponent random|minimax|mcts:N|run:DIR` lands here. The
+`moozi eval RUN_DIR --opponent random|minimax|mcts:N|solver|run:DIR` lands here. The
 agent is anything with `as_openspiel_bot(player_id) -> pyspiel.Bot` (two-player
 OpenSpiel games) or `play_episode(env, seed) -> float` (one-player games); games
 are played by OpenSpiel's own `evaluate_bots`, so agent bots must implement
@@ -35,7 +35,10 @@ __all__ = [
     "wilson_interval",
 ]
 
-OPPONENT_FORMS = "random, minimax, mcts:N (N simulations, e.g. mcts:100) or run:DIR (another trained run)"
+OPPONENT_FORMS = (
+    "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only) "
+    "or run:DIR (another trained run)"
+)
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
 
 # minimax solves the whole game first; beyond these bounds that is hopeless (connect_four
@@ -300,6 +303,16 @@ def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> pyspiel.Bot:
         raise MooziError(f"the mcts opponent cannot play {game}: {err}") from None
 
 
+def _solver_bot(game: pyspiel.Game, seed: int) -> pyspiel.Bot:
+    if game.get_type().short_name != "connect_four":
+        name = str(game).removesuffix("()")
+        raise MooziError(f"the solver opponent plays only connect_four, not {name}; use minimax or mcts:N instead")
+    from moozi.solvers.connect_four import SolverBot, check_connect_four  # lazy: an optional extra
+
+    check_connect_four(game)
+    return SolverBot(seed)
+
+
 def _run_bot(run_dir: str, player_id: int) -> pyspiel.Bot:
     if not pathlib.Path(run_dir).is_dir():
         raise MooziError(f"run:DIR opponent: no run directory at {run_dir!r}")
@@ -313,12 +326,15 @@ def make_opponent(spec: str, game: pyspiel.Game, player_id: int, seed: int) -> p
 
     random: uniform over legal moves. minimax: perfect play (small deterministic
     games only), random among optimal moves. mcts:N: OpenSpiel's MCTS with N
-    random-rollout simulations (uct_c=2, solving). run:DIR: another trained run.
+    random-rollout simulations (uct_c=2, solving). solver: perfect play in
+    connect_four (bitbully), random among the best moves. run:DIR: another trained run.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise MooziError(f"an opponent must be one of {OPPONENT_FORMS}; got {spec!r}")
     kind, sep, argument = spec.strip().partition(":")
     kind, argument = kind.strip().lower(), argument.strip()
+    if kind == "solver" and not sep:
+        return _solver_bot(game, seed)
     if kind in ("random", "minimax") and not sep:
         if kind == "random":
             return pyspiel.make_uniform_random_bot(player_id, seed)

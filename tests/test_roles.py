@@ -22,7 +22,7 @@ def learner(config):
 
 def _check_trajectory(t: Trajectory, num_actions: int):
     length = len(t.action)
-    assert t.obs.shape == (length, 3, 3, 3)
+    assert t.obs.shape == (length, 3, 3, 4)  # 3 library planes + the to-play plane
     assert t.is_first[0] and not t.is_first[1:].any()
     assert t.is_last[-1] and not t.is_last[:-1].any()
     assert t.action[-1] == 0 and (t.action[:-1] >= 1).all()  # the dummy only at the end

@@ -19,6 +19,7 @@ from moozi.core.types import Trajectory
 from moozi.envs.base import EnvSpec
 from moozi.envs.registry import is_jax_native, make_env
 from moozi.history import init_history
+from moozi.solvers.position_eval import CONNECT_FOUR_GAMES, PositionsEvaluator, test_positions
 from moozi.system.components import (
     build_network,
     env_factory,
@@ -201,7 +202,9 @@ class TestingRolloutWorker:
     One-player games: mean return over `episodes` episodes. Two-player games:
     win/draw/loss rate against a uniform-random player, half the games in
     each seat. Episodes run as one batch, each env until its first episode
-    ends, so a test costs one batched search per step.
+    ends, so a test costs one batched search per step. Connect Four also
+    measures the greedy move on a fixed subset of the solver-labelled
+    positions (`test_solver_*`, `test_value_sign_accuracy`; moozi/solvers/).
     """
 
     __test__ = False  # a role, not a pytest test class (its name starts with Test)
@@ -211,6 +214,11 @@ class TestingRolloutWorker:
         self.spec = env_spec(config)
         self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
         self._needs_env_state = config.agent == "alphazero"
+        self._positions = None
+        if self.spec.name in CONNECT_FOUR_GAMES:
+            # Read now, so a missing data file stops the run before training, not at its first test.
+            self._positions = test_positions()
+        self._position_evaluators = {}  # batch size -> PositionsEvaluator: inputs built once per size
 
     def run(self, params, episodes: int, seed: int) -> dict[str, float]:
         spec = self.spec
@@ -252,13 +260,25 @@ class TestingRolloutWorker:
         finally:
             env.close()
         if spec.is_two_player:
-            return {
+            metrics = {
                 "test_win_rate": float(np.mean(outcome > 0)),
                 "test_draw_rate": float(np.mean(outcome == 0)),
                 "test_loss_rate": float(np.mean(outcome < 0)),
             }
+            if self._positions is not None:
+                metrics.update(self._position_metrics(params, episodes, jax.random.key(seed)))
+            return metrics
         return {"test_return": float(np.mean(total)), "test_return_std": float(np.std(total)),
                 "test_cut_episodes": float(np.sum(~done))}
+
+    def _position_metrics(self, params, batch_size: int, key) -> dict[str, float]:
+        # Searched in batches of the test's own size: the acting program compiled for the test
+        # games serves, and on a CPU k searches of B positions cost about one search of kB.
+        if batch_size not in self._position_evaluators:
+            self._position_evaluators[batch_size] = PositionsEvaluator(
+                self.config, self.spec, self._act, self._positions, batch_size=batch_size
+            )
+        return self._position_evaluators[batch_size].evaluate(params, key).test_metrics()
 
 
 def _random_legal(rng: np.random.Generator, legal_actions: np.ndarray) -> np.ndarray:
