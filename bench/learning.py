@@ -5,13 +5,19 @@
 - tic_tac_toe: trains the preset for up to --ttt-minutes, checkpointing every
   15 s, then evaluates the checkpoints in order against `minimax` (100 games,
   both seats) and reports the first training time at which the agent lost none.
-- connect_four: trains --c4-minutes, then the win rate against `mcts:1000`.
+- connect_four: trains the preset (`--c4-agent muzero` or `alphazero`) for the
+  largest of --c4-marks minutes; at each mark, the checkpoint reached by then
+  plays `mcts:1000` and `mcts:100` (--c4-games games, both seats) and the
+  perfect `solver` (--c4-solver-games; its draws and losses per seat), and is
+  scored on the solver-labelled positions (`moozi eval --positions`).
 - breakout: trains --breakout-minutes, then the mean return over 100 greedy
   episodes (MinAtar, sticky actions 0.1), at each requested time mark.
 
 "Training time" runs from the moment `moozi train` would start (building the
-roles, compiling included) to the checkpoint. Prints a table, then ONE JSON
-object on its last line.
+roles, compiling included) to the checkpoint. The machine's speed varies
+between sessions, so the JSON records a float32 2048x2048 matmul's GFLOP/s
+(`matmul_gflops`) with every run: give it with every timed result. Prints a
+table, then ONE JSON object on its last line.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OVERRIDES: dict[str, str] = {}  # --set key=value, applied to every game's preset
 
 
-def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoint_minutes: float) -> float:
+def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoint_minutes: float,
+           extra: dict | None = None) -> float:
     """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
     from moozi.config import build_config
     from moozi.system.driver import Driver
@@ -39,6 +46,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
         game,
         overrides={
             **OVERRIDES,
+            **(extra or {}),
             "seed": seed,
             "train.max_minutes": minutes,
             "train.checkpoint_every_minutes": checkpoint_minutes,
@@ -84,16 +92,40 @@ def tic_tac_toe(seed: int, minutes: float, work: pathlib.Path) -> dict:
     return result
 
 
-def connect_four(seed: int, minutes: float, work: pathlib.Path, games: int) -> dict:
+def _seat_counts(result) -> list[dict]:
+    return [{"player": s.player, "wins": s.wins, "draws": s.draws, "losses": s.losses} for s in result.per_seat]
+
+
+def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, solver_games: int,
+                 agent_kind: str) -> dict:
     from moozi.agent import load_agent
     from moozi.evaluation import evaluate
+    from moozi.solvers.position_eval import evaluate_agent_on_positions
 
-    run_dir = work / f"c4-{seed}"
-    setup = _train("connect_four", minutes, seed, run_dir, checkpoint_minutes=max(minutes / 4, 1))
-    elapsed, path = _checkpoints(run_dir)[-1]
-    res = evaluate(load_agent(run_dir, checkpoint=path), "connect_four", "mcts:1000", games, seed=seed)
-    return {"seed": seed, "minutes": round((elapsed + setup) / 60, 2), "win_rate_vs_mcts1000": res.win_rate,
-            "wins": res.wins, "draws": res.draws, "losses": res.losses, "games": games}
+    run_dir = work / f"c4-{agent_kind}-{seed}"
+    setup = _train("connect_four", max(marks), seed, run_dir, checkpoint_minutes=min(marks) / 3,
+                   extra={"agent": agent_kind})
+    checkpoints = _checkpoints(run_dir)
+    out = {"seed": seed, "agent": agent_kind, "marks": []}
+    for mark in marks:
+        eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
+        elapsed, path = eligible[-1]
+        agent = load_agent(run_dir, checkpoint=path)
+        meta = json.loads((path / "meta.json").read_text())["counters"]
+        row = {"minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
+               "env_steps": meta.get("env_steps")}
+        for opponent in ("mcts:1000", "mcts:100"):
+            res = evaluate(agent, "connect_four", opponent, games, seed=seed)
+            row[opponent] = {"win_rate": res.win_rate, "win_rate_ci": res.win_rate_ci, "wins": res.wins,
+                             "draws": res.draws, "losses": res.losses, "games": res.games}
+        solver = evaluate(agent, "connect_four", "solver", solver_games, seed=seed)
+        row["solver"] = {"games": solver.games, "per_seat": _seat_counts(solver)}
+        positions = evaluate_agent_on_positions(agent, seed=seed)
+        row["positions"] = {"keeps_result": positions.keeps_result, "best_move": positions.best_move,
+                            "random_keeps_result": positions.random_keeps_result,
+                            "value_sign_accuracy": positions.value_sign_accuracy}
+        out["marks"].append(row)
+    return out
 
 
 def breakout(seed: int, minutes: list[float], work: pathlib.Path, episodes: int) -> dict:
@@ -122,8 +154,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here: first, first+1, ...")
     parser.add_argument("--quick", action="store_true", help="tic-tac-toe only, 4 minutes")
     parser.add_argument("--ttt-minutes", type=float, default=10.0)
-    parser.add_argument("--c4-minutes", type=float, default=60.0)
-    parser.add_argument("--c4-games", type=int, default=100)
+    parser.add_argument("--c4-marks", default="15,30,60", help="minutes at which connect_four is measured")
+    parser.add_argument("--c4-games", type=int, default=100, help="games against each MCTS opponent")
+    parser.add_argument("--c4-solver-games", type=int, default=20, help="games against the perfect solver")
+    parser.add_argument("--c4-agent", choices=("muzero", "alphazero"), default="muzero")
     parser.add_argument("--breakout-minutes", default="30,60")
     parser.add_argument("--breakout-episodes", type=int, default=100)
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
@@ -138,13 +172,17 @@ def main(argv=None) -> dict:
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
+    from bench.selfplay import matmul_flops_per_s
+
     report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work),
-                    "overrides": dict(OVERRIDES)}
+                    "overrides": dict(OVERRIDES), "matmul_gflops": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
-            report.setdefault("connect_four", []).append(connect_four(seed, args.c4_minutes, work, args.c4_games))
+            marks = [float(m) for m in args.c4_marks.split(",")]
+            report.setdefault("connect_four", []).append(
+                connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent))
         if "breakout" in games:
             marks = [float(m) for m in args.breakout_minutes.split(",")]
             report.setdefault("breakout", []).append(breakout(seed, marks, work, args.breakout_episodes))

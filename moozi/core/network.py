@@ -41,6 +41,7 @@ import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
+from numpy import asarray as np_asarray
 import jax
 import jax.numpy as jnp
 
@@ -65,6 +66,9 @@ class NetworkConfig:
     head_hidden: int = 128  # width of the dense layer in the value, policy and reward heads (and the mlp's ϱ)
     mlp_hidden_sizes: tuple[int, ...] = (128, 128)  # mlp: widths of the hidden layers of h and of g
     mlp_hidden_state_size: int = 64  # mlp: size of the hidden state vector
+    # resnet: where the game has an action map (moozi/envs/action_planes.py), the dynamics function
+    # also sees the board cells the action acts on, as MuZero encodes board-game actions.
+    spatial_actions: bool = True
     support: Support = Support()  # integer support of the value and reward categories (Z = support.size)
     scale_hidden_state: bool = True  # min-max scale each example's hidden state to [0, 1] after h and g
     # "batch": batch norm, as the thesis lists (see module docstring). "layer": layer norm over the
@@ -194,6 +198,7 @@ class _ResPrediction(nn.Module):
 class _ResDynamics(nn.Module):
     config: NetworkConfig
     num_actions: int
+    action_planes: Any = None  # [A, H, W] nested tuples: the cells each action acts on, or None
 
     @nn.compact
     def __call__(self, hidden_state, action, train: bool):  # [B, H, W, ch], [B] -> [B, H, W, ch], [B, Z]
@@ -201,7 +206,11 @@ class _ResDynamics(nn.Module):
         # Action planes as in the history input (5.2.6): one-hot / A, tiled over H, W.
         planes = jax.nn.one_hot(action, self.num_actions, dtype=hidden_state.dtype) / self.num_actions
         planes = jnp.broadcast_to(planes[:, None, None, :], (batch, height, width, self.num_actions))
-        x = _ConvBnRelu(self.config, self.config.channels)(jnp.concatenate([hidden_state, planes], -1), train)
+        inputs = [hidden_state, planes]
+        if self.action_planes is not None:
+            where = jnp.asarray(self.action_planes, hidden_state.dtype)[action]  # [B, H, W]
+            inputs.append(where[..., None])
+        x = _ConvBnRelu(self.config, self.config.channels)(jnp.concatenate(inputs, -1), train)
         for _ in range(self.config.dynamics_blocks):
             x = _ResidualBlock(self.config)(x, train)
         # The thesis's list puts a conv-BN-relu between the hidden-state head
@@ -285,12 +294,13 @@ class _MlpProjection(nn.Module):
 class _MuZeroModel(nn.Module):
     config: NetworkConfig
     num_actions: int
+    action_planes: Any = None
 
     def setup(self):
         if self.config.kind == "resnet":
             self.representation = _ResRepresentation(self.config)
             self.prediction = _ResPrediction(self.config, self.num_actions)
-            self.dynamics = _ResDynamics(self.config, self.num_actions)
+            self.dynamics = _ResDynamics(self.config, self.num_actions, self.action_planes)
             self.projection = _ResProjection(self.config)
         else:
             self.representation = _MlpRepresentation(self.config)
@@ -365,16 +375,24 @@ class Network:
 
 
 def make_network(
-    config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int
+    config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
+    action_planes=None,
 ) -> Network:
-    """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions."""
+    """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions.
+
+    `action_planes` [A, H, W] (moozi/envs/action_planes.py) marks the cells each action acts on;
+    the resnet's dynamics function sees them when `config.spatial_actions` is on."""
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
     if config.kind == "resnet":
         hidden_state_shape: tuple[int, ...] = (height, width, config.channels)
     else:
         hidden_state_shape = (config.mlp_hidden_state_size,)
-    model = _MuZeroModel(config, num_actions)
+    planes = None
+    if action_planes is not None and config.spatial_actions and config.kind == "resnet":
+        # Nested tuples: a module attribute that stays hashable and static under jit.
+        planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
+    model = _MuZeroModel(config, num_actions, planes)
     M = _MuZeroModel
 
     def init(rng, stacked_obs):

@@ -15,6 +15,7 @@ from moozi.core.network import Network, make_network
 from moozi.core.planner import PlannerConfig
 from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
+from moozi.envs.action_planes import action_planes
 from moozi.envs.registry import make_env, resolve_game_name
 
 # Options each library's bridge accepts from EnvConfig.
@@ -86,6 +87,7 @@ def build_network(config: Config, spec: EnvSpec) -> Network:
         obs_shape=spec.obs_shape,
         history_length=config.targets.history_length,
         num_actions=spec.num_actions,
+        action_planes=action_planes(spec),
     )
 
 
