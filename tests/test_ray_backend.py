@@ -239,6 +239,8 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
     assert counters["episodes"] == int(arrays["replay/role_counters"][1])
 
     # --resume continues from it (on the inline backend: the checkpoint does not depend on the backend).
-    target = (counters["iteration"] + 1) * STEPS_PER_WORKER
+    # Three more iterations: the replay restored from a checkpoint taken before the learner's first
+    # update may still be under replay.min_fill for the first of them (seen once in CI, under load).
+    target = (counters["iteration"] + 3) * STEPS_PER_WORKER
     resumed = _run(_config("inline", 0, workers=1, **dict(overrides, **{"train.max_env_steps": str(target)})), run_dir, resume=True)
     assert resumed["env_steps"] == target and resumed["updates"] > counters["updates"]
