@@ -1,6 +1,6 @@
 """A trained agent loaded from a run directory: greedy search with the latest parameters.
 
-`moozi.load_agent(run_dir)` is the public entry point (DESIGN.md). The agent
+`moozi.load_agent(run_dir)` is the public entry point (README, "Using it"). The agent
 plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
 (`as_openspiel_bot`), so any OpenSpiel tool can play against it.
 """

@@ -1,4 +1,4 @@
-"""The `moozi` command line: train, eval, play, gtp, report, games (DESIGN.md public surface).
+"""The `moozi` command line: train, eval, play, gtp, report, games (the public surface the README lists).
 
 User errors (bad game names, config keys, inputs, files) print one line and
 exit with code 2; they never show a traceback.

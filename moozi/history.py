@@ -1,6 +1,6 @@
 """History stacking (thesis 5.2.6): the last L frames and L actions as one image.
 
-Layout (DESIGN.md): frames o_{t-L+1..t} and actions a_{t-L..t-1} become an
+Layout (docs/envs.md, the history input): frames o_{t-L+1..t} and actions a_{t-L..t-1} become an
 array (H, W, L*(C + A)): first the L frames' channels in time order, then L
 one-hot action planes (each divided by A) in time order. Before t = 0 the
 frames are zeros and the actions are the dummy action 0.

@@ -8,7 +8,7 @@ The search itself is mctx's; this module only decides *what* it searches over
 batched function of (params, rng, inputs); callers `jax.jit` the program they
 build around it (acting, reanalyze).
 
-Sign convention (DESIGN.md): values are from the point of view of the player to
+Sign convention (docs/envs.md): values are from the point of view of the player to
 move and each reward is the reward of the player who just acted, so two-player
 zero-sum games search with discount -gamma and mctx's backup
 Q(s, a) = r + discount * v(s') needs no other special case.

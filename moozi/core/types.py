@@ -1,4 +1,4 @@
-"""Data contracts of the learning core (DESIGN.md, thesis 5.2.8).
+"""Data contracts of the learning core (docs/training.md; thesis 5.2.8).
 
 Shapes: B batch, T time, L history length, K unroll steps, A actions (dummy
 included), (H, W, C) one env frame, C_h = L * (C + A) stacked channels.

@@ -1,4 +1,4 @@
-"""The step contract every env bridge produces (DESIGN.md, thesis 5.2.2).
+"""The step contract every env bridge produces (docs/envs.md; thesis 5.2.2).
 
 Actions are in moozi's augmented action space of size A = A_env + 1: index 0 is
 the dummy action (thesis 5.2.4), index a >= 1 is the library's action a - 1.
