@@ -1,4 +1,4 @@
-"""A trained agent loaded from a run directory: greedy search with the latest parameters.
+"""A trained agent loaded from a run directory: greedy search with its best (or latest) parameters.
 
 `moozi.load_agent(run_dir)` is the public entry point (README, "Using it"). The agent
 plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.checkpoint import latest_checkpoint, load_checkpoint
+from moozi.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint
 from moozi.config import Config, load_saved_config
 from moozi.core.learner import init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
@@ -85,17 +85,38 @@ class Agent:
 
 
 def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None) -> Agent:
-    """The agent of a run directory, with its latest (or the given) checkpoint's parameters."""
+    """The agent of a run directory.
+
+    `checkpoint`: None (the default) plays the run's best checkpoint by the in-training test
+    (`RUN/checkpoints/BEST`) when it has one, else its latest; "best" or "latest" ask for one
+    of them; anything else is the path of a checkpoint directory.
+    """
     run_dir = pathlib.Path(run_dir)
     if not (run_dir / "config.json").exists():
         raise MooziError(f"{run_dir} is not a moozi run directory (no config.json)")
     config = load_saved_config(run_dir / "config.json")
-    path = pathlib.Path(checkpoint) if checkpoint is not None else latest_checkpoint(run_dir)
-    if path is None:
-        raise MooziError(f"{run_dir} has no complete checkpoint yet")
+    path = resolve_checkpoint(run_dir, checkpoint)
     spec = env_spec(config)
     network = build_network(config, spec)
     template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
     train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
     variables = {"params": train_state.params, "batch_stats": train_state.batch_stats}
     return Agent(config, variables, checkpoint=path)
+
+
+def resolve_checkpoint(run_dir: pathlib.Path, checkpoint: str | pathlib.Path | None) -> pathlib.Path:
+    """The checkpoint directory `load_agent` reads (see there); a clear error when there is none."""
+    if checkpoint is None or checkpoint == "best":
+        path = best_checkpoint(run_dir)
+        if path is None and checkpoint == "best":
+            raise MooziError(f"{run_dir} has no best checkpoint (it is kept only when the run tests: "
+                             "train.test_every_updates > 0)")
+        if path is not None:
+            return path
+        checkpoint = "latest"
+    if checkpoint == "latest":
+        path = latest_checkpoint(run_dir)
+        if path is None:
+            raise MooziError(f"{run_dir} has no complete checkpoint yet")
+        return path
+    return pathlib.Path(checkpoint)

@@ -9,6 +9,9 @@ Layout::
             train_state.msgpack     the learner's TrainState pytree (flax msgpack)
             arrays.npz              a flat dict of numpy arrays (replay buffer, RNG keys, ...)
             meta.json               counters, game, versions, a fingerprint of the tree's shapes
+        BEST                        the name of the best checkpoint by the in-training test
+        best-0000000800/            its parameters (train_state.msgpack, an empty arrays.npz,
+                                    meta.json with the test's score); `load_agent` plays it
 
 Why these formats: the run directory is shared and may come from someone else,
 so nothing in it is loaded with pickle. msgpack only ever yields dicts, lists,
@@ -50,6 +53,7 @@ from moozi.errors import MooziError
 
 CHECKPOINTS_DIR = "checkpoints"
 LATEST_FILE = "LATEST"
+BEST_FILE = "BEST"
 TRAIN_STATE_FILE = "train_state.msgpack"
 ARRAYS_FILE = "arrays.npz"
 META_FILE = "meta.json"
@@ -64,6 +68,7 @@ META_MOOZI_VERSION = "moozi_version"
 META_SAVED_AT = "saved_at"
 
 _CKPT_RE = re.compile(r"^ckpt-(\d{10})$")
+_BEST_RE = re.compile(r"^best-(\d{10})$")
 # Temporary names start with a dot so that they can never match _CKPT_RE.
 _TMP_PREFIX = ".tmp-"
 _OLD_PREFIX = ".old-"
@@ -135,27 +140,7 @@ def save_checkpoint(
 
     ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
     final = ckpt_root / _ckpt_name(step)
-    tmp = ckpt_root / f"{_TMP_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
-    try:
-        ckpt_root.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(ckpt_root)
-        tmp.mkdir()
-        _write_file(tmp / TRAIN_STATE_FILE, state_bytes)
-        with open(tmp / ARRAYS_FILE, "wb") as f:
-            np.savez(f, allow_pickle=False, **checked_arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        # meta.json last: a directory whose meta.json parses was written to the end.
-        _write_file(tmp / META_FILE, meta_bytes)
-        _fsync_dir(tmp)
-        _move_into_place(tmp, final)
-        _fsync_dir(ckpt_root)
-        _write_latest(ckpt_root, final.name)
-    except OSError as e:
-        raise CheckpointError(f"cannot write checkpoint {final}: {_os_reason(e)}") from e
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    _write_checkpoint_dir(ckpt_root, final, state_bytes, checked_arrays, meta_bytes, pointer=LATEST_FILE)
 
     try:
         _prune(ckpt_root, keep=keep, protect=final.name)
@@ -163,6 +148,62 @@ def save_checkpoint(
         raise CheckpointError(
             f"checkpoint {final} was written, but old checkpoints in {ckpt_root} could not be removed: {_os_reason(e)}"
         ) from e
+    return final
+
+
+def _write_checkpoint_dir(ckpt_root: pathlib.Path, final: pathlib.Path, state_bytes: bytes,
+                          arrays: Mapping[str, np.ndarray], meta_bytes: bytes, *, pointer: str) -> None:
+    """Writes `final` through a fsynced temporary sibling and a rename, then the pointer file."""
+    tmp = ckpt_root / f"{_TMP_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        ckpt_root.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(ckpt_root)
+        tmp.mkdir()
+        _write_file(tmp / TRAIN_STATE_FILE, state_bytes)
+        with open(tmp / ARRAYS_FILE, "wb") as f:
+            np.savez(f, allow_pickle=False, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        # meta.json last: a directory whose meta.json parses was written to the end.
+        _write_file(tmp / META_FILE, meta_bytes)
+        _fsync_dir(tmp)
+        _move_into_place(tmp, final)
+        _fsync_dir(ckpt_root)
+        _write_pointer(ckpt_root, pointer, final.name)
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {final}: {_os_reason(e)}") from e
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_best_checkpoint(
+    run_dir: str | os.PathLike, step: int, *, train_state: Any, meta: Mapping[str, Any]
+) -> pathlib.Path:
+    """Writes the parameters of update `step` as the run's best checkpoint, `best-<step>`.
+
+    The caller decides what "best" means (the driver: the in-training test's score, stored in
+    `meta`). Written like `save_checkpoint` (temporary directory, fsync, rename), then BEST is
+    pointed at it, and only then are older best checkpoints removed: a crash at any moment
+    leaves a complete best checkpoint. No replay buffer or worker state: it is for playing,
+    not for resuming.
+    """
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise CheckpointError(f"checkpoint step must be a non-negative integer, got {step!r}")
+    step = int(step)
+    state_bytes = _encode_train_state(train_state)
+    meta_bytes = _encode_meta(meta, step=step, train_state=train_state)
+    ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
+    final = ckpt_root / f"best-{step:010d}"
+    _write_checkpoint_dir(ckpt_root, final, state_bytes, {}, meta_bytes, pointer=BEST_FILE)
+    try:
+        for path in ckpt_root.iterdir():
+            if _BEST_RE.match(path.name) and path.is_dir() and path.name != final.name:
+                trash = ckpt_root / f"{_OLD_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
+                os.rename(path, trash)
+                shutil.rmtree(trash)
+    except OSError as e:
+        raise CheckpointError(f"best checkpoint {final} was written, but older ones could not be removed: {_os_reason(e)}") from e
     return final
 
 
@@ -238,11 +279,11 @@ def _move_into_place(tmp: pathlib.Path, final: pathlib.Path) -> None:
         os.rename(tmp, final)
 
 
-def _write_latest(ckpt_root: pathlib.Path, name: str) -> None:
-    tmp = ckpt_root / f"{_TMP_PREFIX}{LATEST_FILE}-{uuid.uuid4().hex[:8]}"
+def _write_pointer(ckpt_root: pathlib.Path, pointer: str, name: str) -> None:
+    tmp = ckpt_root / f"{_TMP_PREFIX}{pointer}-{uuid.uuid4().hex[:8]}"
     try:
         _write_file(tmp, (name + "\n").encode("ascii"))
-        os.replace(tmp, ckpt_root / LATEST_FILE)
+        os.replace(tmp, ckpt_root / pointer)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -298,6 +339,20 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> pathlib.Path | None:
         return None
     complete = [p for p in _checkpoint_dirs(ckpt_root) if _is_complete(p)]
     return max(complete, key=_step_of) if complete else None
+
+
+def best_checkpoint(run_dir: str | os.PathLike) -> pathlib.Path | None:
+    """The run's best checkpoint (`save_best_checkpoint`), or None if it has none.
+
+    As with LATEST, the BEST file is not consulted: a best checkpoint is only ever written
+    when it beats the one before, so the highest complete `best-*` is the best one even when
+    a crash came between its rename and the rewrite of BEST.
+    """
+    ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
+    if not ckpt_root.is_dir():
+        return None
+    complete = [p for p in ckpt_root.iterdir() if _BEST_RE.match(p.name) and p.is_dir() and _is_complete(p)]
+    return max(complete, key=lambda p: int(_BEST_RE.match(p.name).group(1))) if complete else None
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[pathlib.Path]:

@@ -52,6 +52,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--checkpoint", default=None, metavar="WHICH",
+                    help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
+                    "checkpoint directory (default: best if the run kept one, else latest)" " (not with --ladder)")
     ev.add_argument("--opening-moves", type=int, default=0, metavar="N",
                     help="start each pair of games (one per seat) N uniformly random plies in: "
                     "greedy players otherwise repeat the same two games (not with --ladder)")
@@ -74,9 +77,13 @@ def _build_parser() -> argparse.ArgumentParser:
     play = sub.add_parser("play", help="play against a trained agent in the terminal")
     play.add_argument("run_dir")
     play.add_argument("--seat", type=int, default=None, choices=(0, 1), help="your seat (asked if omitted)")
+    play.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
+                    "checkpoint directory (default: best if the run kept one, else latest)")
 
     gtp = sub.add_parser("gtp", help="play a run trained on go as a GTP engine on stdin/stdout (docs/go.md)")
     gtp.add_argument("run_dir")
+    gtp.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
+                    "checkpoint directory (default: best if the run kept one, else latest)")
 
     report = sub.add_parser("report", help="write learning curves (PNG) and a summary.md for a run")
     report.add_argument("run_dir")
@@ -129,6 +136,8 @@ def _cmd_eval(args) -> int:
     if args.ladder:
         if args.opening_moves:
             raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
+        if args.checkpoint is not None:
+            raise MooziError("--checkpoint is not a ladder option: the ladder plays the run's checkpoints (--checkpoints K)")
         return _cmd_ladder(args)
     ladder_only = [name for name in ("checkpoints", "anchors", "bootstrap") if getattr(args, name) is not None]
     if ladder_only:
@@ -137,7 +146,8 @@ def _cmd_eval(args) -> int:
     if games < 1:
         raise MooziError(f"--games must be a positive integer, got {games}")
     opponent = "random" if args.opponent is None else args.opponent
-    agent = load_agent(args.run_dir)
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
+    print(f"checkpoint {agent.checkpoint}")
     result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves)
     print(result.format_table())
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in opponent)
@@ -151,12 +161,15 @@ def _cmd_positions(args) -> int:
     from moozi.agent import load_agent
     from moozi.solvers.position_eval import evaluate_agent_on_positions
 
-    given = [name for name, value in (("--opponent", args.opponent), ("--games", args.games), ("--ladder", args.ladder),
-                                      ("--opening-moves", args.opening_moves), ("--checkpoints", args.checkpoints),
-                                      ("--anchors", args.anchors), ("--bootstrap", args.bootstrap)) if value]
+    # `is not None`, not truthiness: `--games 0` is given too, and silently ignoring it would mislead.
+    given = [name for name, value in (("--opponent", args.opponent), ("--games", args.games),
+                                      ("--checkpoints", args.checkpoints), ("--anchors", args.anchors),
+                                      ("--bootstrap", args.bootstrap)) if value is not None]
+    given += [name for name, value in (("--ladder", args.ladder), ("--opening-moves", args.opening_moves)) if value]
     if given:
         raise MooziError(f"{given[0]} is not a --positions option: --positions searches labelled positions, it plays no games")
-    agent = load_agent(args.run_dir)
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
+    print(f"checkpoint {agent.checkpoint}")
     result = evaluate_agent_on_positions(agent, seed=args.seed)
     print(result.format_table())
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "eval-positions.json"
@@ -198,7 +211,7 @@ def _cmd_play(args) -> int:
     from moozi.agent import load_agent
     from moozi.play import play_human
 
-    agent = load_agent(args.run_dir)
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
     play_human(agent, agent.config.game, human_player=args.seat)
     return 0
 
@@ -207,7 +220,7 @@ def _cmd_gtp(args) -> int:
     from moozi.agent import load_agent
     from moozi.gtp import run_gtp
 
-    run_gtp(load_agent(args.run_dir))
+    run_gtp(load_agent(args.run_dir, checkpoint=args.checkpoint))
     return 0
 
 

@@ -51,6 +51,9 @@ class TrainConfig:
     test_max_steps: int = 5_000
     checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
     keep_checkpoints: int = 3  # older checkpoints are deleted once a newer one is complete
+    # Keep the parameters that scored best in the in-training test as RUN/checkpoints/BEST,
+    # which `load_agent` plays by default (a strong checkpoint is not lost to a weaker later one).
+    keep_best: bool = True
     log_every_updates: int = 20  # metrics.jsonl / TensorBoard cadence
     max_env_steps: int | None = None  # stop after this many env steps in total (also --max-env-steps)
     max_minutes: float | None = None  # stop after this much wall-clock time (also --max-minutes)

@@ -22,6 +22,7 @@ from open_spiel.python.algorithms import evaluate_bots, mcts
 from open_spiel.python.algorithms.minimax_solver import MinimaxSolver
 
 from moozi.errors import MooziError
+from moozi.intervals import Z_95, wilson_interval
 
 __all__ = [
     "OPPONENT_FORMS",
@@ -39,7 +40,6 @@ OPPONENT_FORMS = (
     "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only) "
     "or run:DIR (another trained run)"
 )
-Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
 
 # minimax solves the whole game first; beyond these bounds that is hopeless (connect_four
 # has ~4.5e12 states, tic_tac_toe 4520), and the user should search instead.
@@ -49,22 +49,6 @@ _MCTS_UCT_C = 2.0
 
 
 # ------------------------------------------------------------------ statistics
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval for a binomial proportion.
-
-    Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and is not empty at 0/n or
-    n/n, which matters for the all-draw and never-lose results evaluation often gives.
-    """
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    z2 = z * z
-    denominator = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denominator
-    half_width = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return (max(0.0, centre - half_width), min(1.0, centre + half_width))
-
-
 def _mean_interval(values: list[float], z: float = Z_95) -> tuple[float, float] | None:
     """Normal-approximation interval for a mean; None with fewer than two values (no spread to estimate)."""
     if len(values) < 2:

@@ -49,7 +49,7 @@ __all__ = [
     "write_ladder_png",
 ]
 
-ANCHOR_FORMS = "random, minimax or mcts:N"
+ANCHOR_FORMS = "random, minimax, mcts:N or solver (connect_four)"
 REFERENCE = "random"  # the anchor at Elo 0
 DEFAULT_ANCHORS = "random,mcts:100"
 DEFAULT_GAMES_PER_PAIR = 20
@@ -81,7 +81,7 @@ def parse_anchors(text: str | None) -> tuple[str, ...]:
         if not spec:
             continue
         kind, sep, argument = spec.partition(":")
-        valid = spec in ("random", "minimax") or (kind == "mcts" and sep and argument.isdigit() and int(argument) > 0)
+        valid = spec in ("random", "minimax", "solver") or (kind == "mcts" and sep and argument.isdigit() and int(argument) > 0)
         if not valid:
             raise MooziError(
                 f"unknown anchor {raw.strip()!r}; anchors are {ANCHOR_FORMS} (comma-separated, e.g. random,mcts:100)"

@@ -177,20 +177,22 @@ def main(moment: str, n: int, argv: list[str]) -> int:
 
         def write(path, data):
             original_write(path, data)
-            if path.name == ckpt_mod.TRAIN_STATE_FILE and count("write") == n:
+            # Resumable checkpoints only: best checkpoints (.tmp-best-*) are written between them.
+            resumable = path.parent.name.startswith(".tmp-ckpt-")
+            if path.name == ckpt_mod.TRAIN_STATE_FILE and resumable and count("write") == n:
                 pause(tmp_dir=str(path.parent))
 
         ckpt_mod._write_file = write
 
     if moment == "publish":
-        original_latest = ckpt_mod._write_latest
+        original_pointer = ckpt_mod._write_pointer
 
-        def write_latest(root, name):
-            if count("publish") == n:
+        def write_pointer(root, pointer, name):
+            if pointer == ckpt_mod.LATEST_FILE and count("publish") == n:
                 pause(published=name)
-            original_latest(root, name)
+            original_pointer(root, pointer, name)
 
-        ckpt_mod._write_latest = write_latest
+        ckpt_mod._write_pointer = write_pointer
 
     return cli.main(argv)
 

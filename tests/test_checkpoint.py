@@ -21,9 +21,11 @@ import pytest
 from moozi import checkpoint as ckpt
 from moozi.checkpoint import (
     CheckpointError,
+    best_checkpoint,
     latest_checkpoint,
     load_checkpoint,
     param_fingerprint,
+    save_best_checkpoint,
     save_checkpoint,
 )
 from moozi.errors import MooziError
@@ -154,6 +156,47 @@ def test_resaving_a_step_replaces_it(tmp_path):
     path = _save(tmp_path, 3, meta={"game": "tic_tac_toe", "env_steps": 2})
     assert _load(path)[2]["env_steps"] == 2
     assert _tmp_entries(tmp_path) == []
+
+
+def test_best_checkpoint_replaces_the_previous_best_and_leaves_latest_alone(tmp_path):
+    assert best_checkpoint(tmp_path) is None
+    _save(tmp_path, 5)
+    first = save_best_checkpoint(tmp_path, 4, train_state=_STATE, meta={"game": "tic_tac_toe", "best": {"score": 0.5}})
+    assert first.name == "best-0000000004" and best_checkpoint(tmp_path) == first
+    second = save_best_checkpoint(tmp_path, 8, train_state=_make_state(seed=3), meta={"game": "tic_tac_toe", "best": {"score": 0.7}})
+    root = tmp_path / "checkpoints"
+    assert best_checkpoint(tmp_path) == second and not first.exists()
+    assert (root / "BEST").read_text().strip() == "best-0000000008"
+    assert latest_checkpoint(tmp_path) == root / "ckpt-0000000005"  # best-* is not a resumable checkpoint
+    state, arrays, meta = _load(second, expected_meta={"game": "tic_tac_toe"})
+    _assert_trees_equal(state, _make_state(seed=3))
+    assert arrays == {} and meta["best"] == {"score": 0.7} and meta["step"] == 8
+    # Pruning resumable checkpoints never touches the best one.
+    for step in range(6, 10):
+        _save(tmp_path, step, keep=1)
+    assert best_checkpoint(tmp_path) == second
+    assert _tmp_entries(tmp_path) == []
+
+
+def test_crash_before_best_is_repointed_keeps_a_complete_best(tmp_path, monkeypatch):
+    good = save_best_checkpoint(tmp_path, 2, train_state=_STATE, meta={"game": "tic_tac_toe"})
+
+    def no_replace(src, dst):
+        raise OSError(errno.EIO, "Input/output error", str(src))
+
+    # A crash after the new directory is in place but before BEST is rewritten: the new one
+    # is complete, and it is the better one (a best checkpoint is only written when it is).
+    monkeypatch.setattr(os, "replace", no_replace)
+    with pytest.raises(CheckpointError, match="Input/output error"):
+        save_best_checkpoint(tmp_path, 6, train_state=_STATE, meta={"game": "tic_tac_toe"})
+    monkeypatch.undo()
+    assert best_checkpoint(tmp_path) == tmp_path / "checkpoints" / "best-0000000006"
+    assert good.exists()  # not yet removed: the old best goes only after BEST moved
+    # A half-written best directory (no meta.json) is never chosen.
+    half = tmp_path / "checkpoints" / "best-0000000009"
+    half.mkdir()
+    (half / "train_state.msgpack").write_bytes(b"\x00")
+    assert best_checkpoint(tmp_path) == tmp_path / "checkpoints" / "best-0000000006"
 
 
 def test_fingerprint_depends_on_shapes_and_dtypes_not_values():

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
+from moozi.agent import load_agent
+from moozi.checkpoint import best_checkpoint, latest_checkpoint
+from moozi.errors import MooziError
 from moozi.metrics_log import read_metrics
 from moozi.system.backends import InlineBackend
-from moozi.system.driver import Driver
+from moozi.system.driver import Driver, next_best, strength_score
 
 
 def _config(max_env_steps, **extra):
@@ -37,6 +40,57 @@ def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
         assert row_a.get("role") == row_b.get("role")
         for key in row_a.keys() - {"role"}:
             np.testing.assert_allclose(row_a[key], row_b[key], rtol=1e-6, err_msg=f"{key} at step {row_a['step']}")
+
+    # The best checkpoint is one the run tested, with that test's score, and the same whether or
+    # not the run was resumed in between.
+    tests = {row["step"]: row for row in read_metrics(tmp_path / "whole") if row.get("role") == "test"}
+    metas = [json.loads((best_checkpoint(tmp_path / run) / "meta.json").read_text()) for run in ("whole", "split")]
+    assert metas[0]["best"] == metas[1]["best"]
+    best = metas[0]["best"]
+    row = tests[best["update"]]
+    assert best["name"] == "test_score" and best["score"] == row["test_win_rate"] + 0.5 * row["test_draw_rate"]
+    assert best_checkpoint(tmp_path / "whole").name == f"best-{best['update']:010d}"
+    assert load_agent(tmp_path / "whole").checkpoint == best_checkpoint(tmp_path / "whole")
+    assert load_agent(tmp_path / "whole", checkpoint="latest").checkpoint == latest_checkpoint(tmp_path / "whole")
+
+
+def test_best_is_the_newest_test_not_measurably_worse_than_the_peak():
+    record = None
+    kept = []
+    # (score, standard error) per test: 0.6 is the peak; 0.5 is within noise of it (kept, newer);
+    # 0.3 is measurably worse (the 0.5 stays); 0.62 is a new peak.
+    for update, (score, se) in enumerate([(0.4, 0.05), (0.6, 0.05), (0.5, 0.05), (0.3, 0.05), (0.62, 0.05)]):
+        new = next_best(record, "test_score", score, se, update)
+        if new is not None:
+            record = new
+            kept.append(update)
+    assert kept == [0, 1, 2, 4]
+    assert record["peak"] == {"score": 0.62, "se": 0.05, "update": 4}
+    # A slow decline is measured against the peak, not against the last best.
+    record = None
+    for update, score in enumerate([0.8, 0.75, 0.7, 0.65, 0.6]):
+        record = next_best(record, "test_score", score, 0.02, update) or record
+    assert record["update"] == 1 and record["peak"]["score"] == 0.8
+    # Perfect scores have no spread: a tie goes to the newer.
+    assert next_best({"name": "test_score", "peak": {"score": 1.0, "se": 0.0}}, "test_score", 1.0, 0.0, 9)["update"] == 9
+
+
+def test_strength_score_prefers_the_solver_positions_and_reads_the_error_from_the_interval():
+    metrics = {"test_win_rate": 0.9, "test_draw_rate": 0.1, "test_win_rate_ci_low": 0.8, "test_win_rate_ci_high": 0.96}
+    name, score, se = strength_score(metrics, episodes=20)
+    assert name == "test_score" and score == pytest.approx(0.95) and se == pytest.approx(0.08 / 1.959963984540054)
+    metrics.update(test_solver_keeps_result=0.7, test_solver_keeps_result_ci_low=0.65, test_solver_keeps_result_ci_high=0.75)
+    name, score, se = strength_score(metrics, episodes=20)
+    assert (name, score) == ("test_solver_keeps_result", 0.7) and se == pytest.approx(0.05 / 1.959963984540054)
+    assert strength_score({"test_return": 3.0, "test_return_std": 2.0}, episodes=16) == ("test_return", 3.0, 0.5)
+
+
+def test_load_agent_asked_for_a_best_checkpoint_the_run_does_not_have(tmp_path):
+    run_driver(_config(6 * STEPS_PER_ITERATION, **{"train.keep_best": False}), tmp_path / "run")
+    assert best_checkpoint(tmp_path / "run") is None
+    assert load_agent(tmp_path / "run").checkpoint == latest_checkpoint(tmp_path / "run")  # falls back
+    with pytest.raises(MooziError, match="no best checkpoint"):
+        load_agent(tmp_path / "run", checkpoint="best")
 
 
 @pytest.mark.slow

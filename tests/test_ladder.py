@@ -36,6 +36,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
         ("minimax, random", ("random", "minimax")),
         ("random", ("random",)),
         ("MCTS:020,mcts:4", ("random", "mcts:20", "mcts:4")),
+        ("solver,mcts:100", ("random", "solver", "mcts:100")),
     ],
 )
 def test_anchors_always_include_random_first(text, anchors):
@@ -45,7 +46,7 @@ def test_anchors_always_include_random_first(text, anchors):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("bogus", "unknown anchor 'bogus'; anchors are random, minimax or mcts:N"),
+        ("bogus", "unknown anchor 'bogus'; anchors are random, minimax, mcts:N or solver"),
         ("mcts:0", "unknown anchor 'mcts:0'"),
         ("mcts:x", "unknown anchor"),
         ("mcts", "unknown anchor"),

@@ -10,6 +10,7 @@ from tiny_connect_four import fresh_run, fresh_variables, tiny_config
 from moozi.agent import load_agent
 from moozi.cli import main
 from moozi.errors import MooziError
+from moozi.intervals import wilson_interval
 from moozi.metrics_log import MetricsLogger
 from moozi.report import write_report
 from moozi.solvers.position_eval import PositionsEvaluator, evaluate_agent_on_positions, score_moves
@@ -19,6 +20,7 @@ from moozi.system.rollout import TestingRolloutWorker
 
 TEST_METRICS = {
     "test_solver_keeps_result", "test_solver_best_move", "test_value_sign_accuracy",
+    "test_solver_keeps_result_ci_low", "test_solver_keeps_result_ci_high",
     *(f"test_solver_keeps_result_{phase}" for phase in PHASES),
 }
 
@@ -52,6 +54,9 @@ def test_moves_and_values_are_scored_against_the_labels():
         "test_solver_keeps_result": 0.75, "test_solver_best_move": 0.5, "test_solver_keeps_result_early": 1.0,
         "test_solver_keeps_result_middle": 0.5, "test_solver_keeps_result_late": 1.0,
         "test_value_sign_accuracy": pytest.approx(1 / 3),
+        # the 95% Wilson interval of 3 of 4 (tests/test_evaluation.py pins its numbers)
+        "test_solver_keeps_result_ci_low": pytest.approx(wilson_interval(3, 4)[0]),
+        "test_solver_keeps_result_ci_high": pytest.approx(wilson_interval(3, 4)[1]),
     }
     assert "value sign accuracy" in result.format_table()
 
@@ -135,6 +140,7 @@ def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkey
     [
         ("tic_tac_toe", ["--positions"], "--positions measures connect_four runs"),
         ("connect_four", ["--positions", "--games", "4"], "--games is not a --positions option"),
+        ("connect_four", ["--positions", "--games", "0"], "--games is not a --positions option"),
         ("connect_four", ["--positions", "--opponent", "solver"], "--opponent is not a --positions option"),
         ("tic_tac_toe", ["--opponent", "solver"], "the solver opponent plays only connect_four, not tic_tac_toe"),
     ],

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from moozi.errors import MooziError
+from moozi.intervals import wilson_interval
 from moozi.solvers.positions import PHASES, load_positions, phase_means, random_mover_baseline, stratified_subset
 
 __all__ = [
@@ -59,8 +60,13 @@ class PositionsResult:
 
     def test_metrics(self) -> dict[str, float]:
         """The testing rollout worker's metrics (logged under role "test")."""
+        keeps, n = self.keeps_result["all"], self.positions["all"]
+        low, high = (None, None) if keeps is None else wilson_interval(round(keeps * n), n)
         metrics = {
-            "test_solver_keeps_result": self.keeps_result["all"],
+            "test_solver_keeps_result": keeps,
+            # 95% interval over the positions: how far two checkpoints' rates must differ to count
+            "test_solver_keeps_result_ci_low": low,
+            "test_solver_keeps_result_ci_high": high,
             "test_solver_best_move": self.best_move["all"],
             **{f"test_solver_keeps_result_{phase}": self.keeps_result[phase] for phase in PHASES},
             "test_value_sign_accuracy": self.value_sign_accuracy,

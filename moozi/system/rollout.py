@@ -19,6 +19,7 @@ from moozi.core.types import Trajectory
 from moozi.envs.base import EnvSpec
 from moozi.envs.registry import is_jax_native, make_env
 from moozi.history import init_history
+from moozi.intervals import wilson_interval
 from moozi.solvers.position_eval import CONNECT_FOUR_GAMES, PositionsEvaluator, test_positions
 from moozi.system.components import (
     build_network,
@@ -260,8 +261,11 @@ class TestingRolloutWorker:
         finally:
             env.close()
         if spec.is_two_player:
+            win_low, win_high = wilson_interval(int(np.sum(outcome > 0)), episodes)
             metrics = {
                 "test_win_rate": float(np.mean(outcome > 0)),
+                "test_win_rate_ci_low": win_low,  # 95% Wilson interval over the test's games
+                "test_win_rate_ci_high": win_high,
                 "test_draw_rate": float(np.mean(outcome == 0)),
                 "test_loss_rate": float(np.mean(outcome < 0)),
             }
