@@ -127,9 +127,7 @@ def save_checkpoint(
     Raises CheckpointError if anything cannot be written; the previous
     checkpoints are then untouched.
     """
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise CheckpointError(f"checkpoint step must be a non-negative integer, got {step!r}")
-    step = int(step)
+    step = _check_step(step)
     if keep < 1:
         raise CheckpointError(f"keep must be at least 1 (the checkpoint just written), got {keep}")
 
@@ -188,23 +186,23 @@ def save_best_checkpoint(
     leaves a complete best checkpoint. No replay buffer or worker state: it is for playing,
     not for resuming.
     """
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise CheckpointError(f"checkpoint step must be a non-negative integer, got {step!r}")
-    step = int(step)
+    step = _check_step(step)
     state_bytes = _encode_train_state(train_state)
     meta_bytes = _encode_meta(meta, step=step, train_state=train_state)
     ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
     final = ckpt_root / f"best-{step:010d}"
     _write_checkpoint_dir(ckpt_root, final, state_bytes, {}, meta_bytes, pointer=BEST_FILE)
     try:
-        for path in ckpt_root.iterdir():
-            if _BEST_RE.match(path.name) and path.is_dir() and path.name != final.name:
-                trash = ckpt_root / f"{_OLD_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
-                os.rename(path, trash)
-                shutil.rmtree(trash)
+        _prune(ckpt_root, keep=1, protect=final.name, pattern=_BEST_RE)
     except OSError as e:
         raise CheckpointError(f"best checkpoint {final} was written, but older ones could not be removed: {_os_reason(e)}") from e
     return final
+
+
+def _check_step(step: Any) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise CheckpointError(f"checkpoint step must be a non-negative integer, got {step!r}")
+    return int(step)
 
 
 def _ckpt_name(step: int) -> str:
@@ -300,8 +298,8 @@ def _remove_leftovers(ckpt_root: pathlib.Path) -> None:
                 entry.unlink(missing_ok=True)
 
 
-def _prune(ckpt_root: pathlib.Path, *, keep: int, protect: str) -> None:
-    steps = sorted(_checkpoint_dirs(ckpt_root), key=lambda p: _step_of(p))
+def _prune(ckpt_root: pathlib.Path, *, keep: int, protect: str, pattern: re.Pattern = _CKPT_RE) -> None:
+    steps = sorted(_checkpoint_dirs(ckpt_root, pattern), key=lambda p: _step_of(p, pattern))
     doomed = [p for p in steps[:-keep] if p.name != protect]
     for path in doomed:
         # Rename first so that a crash mid-delete leaves a temp name, not a half checkpoint.
@@ -344,15 +342,15 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> pathlib.Path | None:
 def best_checkpoint(run_dir: str | os.PathLike) -> pathlib.Path | None:
     """The run's best checkpoint (`save_best_checkpoint`), or None if it has none.
 
-    As with LATEST, the BEST file is not consulted: a best checkpoint is only ever written
-    when it beats the one before, so the highest complete `best-*` is the best one even when
-    a crash came between its rename and the rewrite of BEST.
+    As with LATEST, the BEST file is not consulted: each best checkpoint replaces the one
+    before (the driver decides when), so the highest complete `best-*` is the current one
+    even when a crash came between its rename and the rewrite of BEST.
     """
     ckpt_root = pathlib.Path(run_dir) / CHECKPOINTS_DIR
     if not ckpt_root.is_dir():
         return None
-    complete = [p for p in ckpt_root.iterdir() if _BEST_RE.match(p.name) and p.is_dir() and _is_complete(p)]
-    return max(complete, key=lambda p: int(_BEST_RE.match(p.name).group(1))) if complete else None
+    complete = [p for p in _checkpoint_dirs(ckpt_root, _BEST_RE) if _is_complete(p)]
+    return max(complete, key=lambda p: _step_of(p, _BEST_RE)) if complete else None
 
 
 def complete_checkpoints(run_dir: str | os.PathLike) -> list[pathlib.Path]:
@@ -363,12 +361,12 @@ def complete_checkpoints(run_dir: str | os.PathLike) -> list[pathlib.Path]:
     return sorted((p for p in _checkpoint_dirs(ckpt_root) if _is_complete(p)), key=_step_of)
 
 
-def _checkpoint_dirs(ckpt_root: pathlib.Path) -> list[pathlib.Path]:
-    return [p for p in ckpt_root.iterdir() if _CKPT_RE.match(p.name) and p.is_dir()]
+def _checkpoint_dirs(ckpt_root: pathlib.Path, pattern: re.Pattern = _CKPT_RE) -> list[pathlib.Path]:
+    return [p for p in ckpt_root.iterdir() if pattern.match(p.name) and p.is_dir()]
 
 
-def _step_of(path: pathlib.Path) -> int:
-    return int(_CKPT_RE.match(path.name).group(1))
+def _step_of(path: pathlib.Path, pattern: re.Pattern = _CKPT_RE) -> int:
+    return int(pattern.match(path.name).group(1))
 
 
 def _is_complete(path: pathlib.Path) -> bool:

@@ -101,7 +101,7 @@ class Driver:
         ]
         self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
         self._restored_window = None
-        self._best: dict | None = None  # {"name", "score", "update"} of RUN/checkpoints/BEST
+        self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
         self.reanalyzer = None
         if config.train.reanalyze_fraction > 0:
             self.reanalyzer = self._backend.start(
