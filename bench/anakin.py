@@ -63,8 +63,8 @@ def _configs(pair: str, steps: int | None, extra: dict[str, str]) -> dict[str, C
 
 
 def _params(config: Config):
-    from moozi.core.learner import init_train_state
-    from moozi.system.components import build_network, env_spec, example_stacked_obs, seed_key
+    from moozi.core.train_step import init_train_state
+    from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
 
     spec = env_spec(config)
     state = init_train_state(build_network(config, spec), config.optimizer, seed_key(0, 0), example_stacked_obs(config, spec))
@@ -72,8 +72,8 @@ def _params(config: Config):
 
 
 def bench_pair(pair: str, rounds: int, steps: int | None, same_env_host: bool, extra: dict[str, str]) -> dict:
-    from moozi.system.anakin_rollout import AnakinRolloutWorker
-    from moozi.system.rollout import TrainingRolloutWorker
+    from moozi.training.roles.anakin_self_play import AnakinRolloutWorker
+    from moozi.training.roles.self_play import TrainingRolloutWorker
 
     configs = _configs(pair, steps, extra)
     runners = {

@@ -21,7 +21,6 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def main(argv=None) -> dict:
@@ -33,7 +32,7 @@ def main(argv=None) -> dict:
     import numpy as np
 
     from moozi.config import build_config
-    from tiny import TINY, deterministic_rows, run_driver
+    from tests.helpers.tiny import TINY, deterministic_rows, run_driver
 
     steps_per_iteration = 4 * 6 * args.workers  # env.num_envs x train.rollout_steps x workers
     updates_per_iteration = int(TINY["train.updates_per_iteration"])

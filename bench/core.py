@@ -8,7 +8,7 @@
   legal mask, root = initial inference on an already-stacked input, recurrent
   = recurrent inference, no absorbing logic, returning only what acting
   returns (action, p*, v*), so neither side pays for copying out the tree;
-- train: `moozi.core.learner`'s jitted train step at batch B, K = 5;
+- train: `moozi.core.train_step`'s jitted train step at batch B, K = 5;
 - replay: `ReplayBuffer.bytes_per_step()` for the same MinAtar-shaped game.
 The thesis's residual network (32 channels, 6/1/2 blocks) on a (10, 10, 4)
 input, A = 4 (dummy included), L = 2. Everything is compiled before timing;
@@ -35,11 +35,11 @@ import jax.numpy as jnp  # noqa: E402
 import mctx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from moozi.core.acting import make_act_fn  # noqa: E402
+from moozi.core.acting import make_muzero_act  # noqa: E402
 from moozi.core.network import NetworkConfig, make_network  # noqa: E402
 from moozi.core.planner import PlannerConfig  # noqa: E402
 from moozi.envs.base import EnvSpec, StepOutput  # noqa: E402
-from moozi.history import init_history  # noqa: E402
+from moozi.core.history import init_history  # noqa: E402
 
 OBS_SHAPE = (10, 10, 4)
 NUM_ACTIONS = 4
@@ -72,7 +72,7 @@ def bench_acting(network, variables, batch: int, simulations: int, rounds: int, 
     step = jax.device_put(step)
     last_action = jnp.asarray(rng.integers(1, NUM_ACTIONS, batch), jnp.int32)
     history = init_history(batch, HISTORY, OBS_SHAPE)
-    act = make_act_fn(network, config, spec, HISTORY)
+    act = jax.jit(make_muzero_act(network, config, spec, HISTORY))
 
     # The bare reference searches from the stacked input acting would build.
     stacked = jnp.asarray(rng.random((batch, *network.input_shape)), jnp.float32)
@@ -103,7 +103,7 @@ def bench_acting(network, variables, batch: int, simulations: int, rounds: int, 
         return policy.action, policy.action_weights, policy.search_tree.node_values[:, 0]
 
     keys = iter(jax.random.split(jax.random.PRNGKey(1), 4 * (rounds * calls + 2)))
-    run_ours = lambda: act(variables, history, step, last_action, next(keys))  # noqa: E731
+    run_ours = lambda: act(variables, history, step, last_action, None, next(keys))  # noqa: E731
     run_bare = lambda: bare(variables, stacked, next(keys))  # noqa: E731
 
     compile_s = {}
@@ -120,7 +120,7 @@ def bench_acting(network, variables, batch: int, simulations: int, rounds: int, 
 
 def bench_train(network, batch: int, rounds: int, calls: int):
     try:
-        from moozi.core.learner import OptimizerConfig, init_train_state, make_train_step
+        from moozi.core.train_step import OptimizerConfig, init_train_state, make_train_step
         from moozi.core.loss import LossConfig
         from moozi.core.types import TrainingTarget
     except ImportError as error:  # the learner is another issue's; report null until it lands

@@ -283,30 +283,30 @@ def acting_ms_per_step(preset: str, num_envs: int, repeats: int = 5) -> float:
     import jax
 
     from moozi.config import build_config
-    from moozi.core.acting import make_act_fn
-    from moozi.core.learner import init_train_state
-    from moozi.history import init_history
-    from moozi.system.components import build_network, env_spec, example_stacked_obs, seed_key
-    from moozi.system.rollout import make_vector_env
+    from moozi.core.acting import make_muzero_act
+    from moozi.core.train_step import init_train_state
+    from moozi.core.history import init_history
+    from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
+    from moozi.builders import make_vector_env
 
     config = build_config(preset)
     spec = env_spec(config)
     network = build_network(config, spec)
     state = init_train_state(network, config.optimizer, seed_key(0, 0), example_stacked_obs(config, spec))
     params = {"params": state.params, "batch_stats": state.batch_stats}
-    act = make_act_fn(network, config.planner, spec, config.targets.history_length)
+    act = jax.jit(make_muzero_act(network, config.planner, spec, config.targets.history_length))
     env = make_vector_env(config, num_envs, seed=0)
     try:
         step = env.reset()
         history = init_history(num_envs, config.targets.history_length, spec.obs_shape)
         last = np.zeros(num_envs, np.int32)
         key = jax.random.key(0)
-        history, out = act(params, history, step, last, key)  # compile
+        history, out = act(params, history, step, last, None, key)  # compile
         jax.block_until_ready(out)
         best = float("inf")
         for i in range(repeats):
             start = time.perf_counter()
-            history, out = act(params, history, step, last, jax.random.fold_in(key, i))
+            history, out = act(params, history, step, last, None, jax.random.fold_in(key, i))
             jax.block_until_ready(out)
             best = min(best, time.perf_counter() - start)
         return 1e3 * best

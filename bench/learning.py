@@ -40,7 +40,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
            extra: dict | None = None) -> float:
     """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
     from moozi.config import build_config
-    from moozi.system.driver import Driver
+    from moozi.training.driver import Driver
 
     config = build_config(
         game,
@@ -100,7 +100,7 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
                  agent_kind: str) -> dict:
     from moozi.agent import load_agent
     from moozi.evaluation import evaluate
-    from moozi.solvers.position_eval import evaluate_agent_on_positions
+    from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
     run_dir = work / f"c4-{agent_kind}-{seed}"
     setup = _train("connect_four", max(marks), seed, run_dir, checkpoint_minutes=min(marks) / 3,

@@ -1,4 +1,4 @@
-"""Makes moozi/solvers/data/connect_four_positions.json: Connect Four positions labelled by the solver.
+"""Makes moozi/evaluation/data/connect_four_positions.json: Connect Four positions labelled by the solver.
 
     python bench/make_connect_four_positions.py [--seed 0] [--per-phase 200] [--lost-per-phase 50] [--out PATH]
 
@@ -31,8 +31,8 @@ from open_spiel.python.algorithms import mcts
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from moozi.solvers import connect_four as solver  # noqa: E402
-from moozi.solvers.positions import (  # noqa: E402
+from moozi.evaluation import connect_four_solver as solver  # noqa: E402
+from moozi.evaluation.positions import (  # noqa: E402
     DEFAULT_PATH,
     PHASES,
     LabelledPosition,

@@ -51,7 +51,7 @@ EFFICIENCY_GAME = "breakout"
 
 def selfplay(config: Config, params, steps: int, rounds: int) -> dict:
     """Env steps/s of one training rollout worker; the best of `rounds` calls of `steps` batch steps."""
-    from moozi.system.rollout import TrainingRolloutWorker
+    from moozi.training.roles.self_play import TrainingRolloutWorker
 
     worker = TrainingRolloutWorker(config)
     try:
@@ -84,8 +84,8 @@ def selfplay(config: Config, params, steps: int, rounds: int) -> dict:
 
 def whole_run(config: Config, minutes: float) -> dict:
     """A real `moozi train` run (inline backend) of `minutes`: env steps over its whole wall time."""
-    from moozi.metrics_log import read_metrics
-    from moozi.system.driver import Driver
+    from moozi.runs.metrics_log import read_metrics
+    from moozi.training.driver import Driver
 
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_minutes=minutes))
     with tempfile.TemporaryDirectory(prefix="moozi-bench-run-") as run_dir:
@@ -143,9 +143,9 @@ def _synthetic_episode(spec, length: int, rng: np.random.Generator):
 
 def learner(config: Config, updates: int, rounds: int):
     """(parameter updates/s at the preset's batch and unroll, acting params, replay bytes per step)."""
-    from moozi.system.components import env_spec
-    from moozi.system.parameter_optimizer import ParameterOptimizer
-    from moozi.system.replay_role import ReplayRole
+    from moozi.builders import env_spec
+    from moozi.training.roles.parameter_optimizer import ParameterOptimizer
+    from moozi.training.roles.replay import ReplayRole
 
     spec = env_spec(config)
     optimizer = ParameterOptimizer(config)
@@ -194,10 +194,10 @@ def acting_flops(config: Config, params) -> dict:
     reported beside them, with its difference to initial + 1 recurrent (the search's
     arithmetic outside the network: history stacking, PUCT, backups).
     """
-    from moozi.core.acting import make_act_fn
+    from moozi.core.acting import make_muzero_act
     from moozi.envs.base import StepOutput
-    from moozi.history import init_history
-    from moozi.system.components import build_network, env_spec, example_stacked_obs
+    from moozi.core.history import init_history
+    from moozi.builders import build_network, env_spec, example_stacked_obs
 
     spec = env_spec(config)
     network = build_network(config, spec)
@@ -212,8 +212,8 @@ def acting_flops(config: Config, params) -> dict:
 
     def lowered_act(simulations: int):
         planner = dataclasses.replace(config.planner, num_simulations=simulations)
-        act = make_act_fn(network, planner, spec, config.targets.history_length)
-        return act.lower(params, history, step, np.zeros(B, np.int32), jax.random.key(0))
+        act = jax.jit(make_muzero_act(network, planner, spec, config.targets.history_length))
+        return act.lower(params, history, step, np.zeros(B, np.int32), None, jax.random.key(0))
 
     initial = _flops(jax.jit(network.initial_inference).lower(params, example_stacked_obs(config, spec, B)).compile())
     hidden = jnp.zeros((B, *network.hidden_state_shape), jnp.float32)

@@ -7,7 +7,7 @@ A game is any class that satisfies the `moozi.envs.Env` protocol (see
 is_last)` and `close()`, producing `StepOutput`s. `register_game(name, factory)`
 then makes `make_env(name, **options)` build it, in this Python process, like
 any preset. Check a new game with the conformance suite the built-in bridges
-pass: `tests/conformance.py::check_host_env(Nim)`.
+pass, installed with moozi: `from moozi.envs.testing import check_host_env; check_host_env(Nim)`.
 
 The game: a heap of stones (its size drawn from the env's seeded RNG); the two
 players take turns removing 1 to 3 stones, and whoever takes the last stone wins.

@@ -1,6 +1,11 @@
-"""moozi: a general game-playing system that learns to plan (MuZero in JAX + mctx)."""
+"""moozi: a general game-playing system that learns to plan (MuZero in JAX + mctx).
 
-__version__ = "0.1.0"
+The layout, the roles and the data contracts: docs/architecture.md. Docstrings
+cite the specification, the MooZi thesis, as "thesis 5.2.x"; the table of its
+sections and where each lives is in that page too ("The thesis").
+"""
+
+from moozi._version import __version__
 __all__ = ["load_agent", "make_env", "Config", "build_config", "__version__"]
 
 

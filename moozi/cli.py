@@ -94,8 +94,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _cmd_train(args) -> int:
     from moozi.config import build_config
-    from moozi.config_tools import parse_set_arguments
-    from moozi.system.driver import Driver
+    from moozi.config.overrides import parse_set_arguments
+    from moozi.training.driver import Driver
 
     overrides = parse_set_arguments(args.overrides)
     if args.seed is not None:
@@ -159,7 +159,7 @@ def _cmd_eval(args) -> int:
 
 def _cmd_positions(args) -> int:
     from moozi.agent import load_agent
-    from moozi.solvers.position_eval import evaluate_agent_on_positions
+    from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
     # `is not None`, not truthiness: `--games 0` is given too, and silently ignoring it would mislead.
     given = [name for name, value in (("--opponent", args.opponent), ("--games", args.games),
@@ -182,7 +182,7 @@ def _cmd_positions(args) -> int:
 
 
 def _cmd_ladder(args) -> int:
-    from moozi import ladder
+    from moozi.evaluation import ladder
 
     anchors = ladder.parse_anchors(args.anchors)
     result = ladder.run_ladder(
@@ -209,7 +209,7 @@ def _cmd_ladder(args) -> int:
 
 def _cmd_play(args) -> int:
     from moozi.agent import load_agent
-    from moozi.play import play_human
+    from moozi.agent.human import play_human
 
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
     play_human(agent, agent.config.game, human_player=args.seat)
@@ -218,14 +218,14 @@ def _cmd_play(args) -> int:
 
 def _cmd_gtp(args) -> int:
     from moozi.agent import load_agent
-    from moozi.gtp import run_gtp
+    from moozi.agent.gtp import run_gtp
 
     run_gtp(load_agent(args.run_dir, checkpoint=args.checkpoint))
     return 0
 
 
 def _cmd_report(args) -> int:
-    from moozi.report import write_report
+    from moozi.runs.report import write_report
 
     for path in write_report(args.run_dir):
         print(path)

@@ -24,12 +24,12 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from moozi.core.acting import ActingOutput
+from moozi.core.acting import ActFn, ActingOutput
 from moozi.core.planner import PlannerConfig, SearchModel, make_planner, search_discount
 from moozi.envs.base import EnvSpec, StepOutput
-from moozi.history import HistoryState, history_input, push_history
+from moozi.core.history import HistoryState, history_input, push_history
+from moozi.core.types import Array
 
-Array = Any
 
 
 class PerfectModelEmbedding(NamedTuple):
@@ -79,12 +79,12 @@ def make_perfect_model(env, network, discount: float, num_actions: int) -> Searc
     return SearchModel(root=root, recurrent=recurrent)
 
 
-def make_alphazero_act_fn(env, network, planner_config: PlannerConfig, spec: EnvSpec):
-    """`act(params, history_state, step_output [B], last_action [B], env_state [B], rng)`.
+def make_alphazero_act(env, network, planner_config: PlannerConfig, spec: EnvSpec) -> ActFn:
+    """AlphaZero's pure, unjitted `act` (`moozi.core.acting.ActFn`): the search starts from
+    `env_state`, the batched env state, and steps copies of it with the game's rules.
 
-    The same contract as `moozi.core.acting.make_act_fn` plus the batched env
-    state the search starts from. Not jitted here: callers jit it alone (the
-    agent) or inside a whole self-play segment (the Anakin path).
+    Not jitted here: callers jit it alone (`moozi.builders.make_acting`) or
+    inside a whole self-play segment (the Anakin path).
     """
     model = make_perfect_model(env, network, search_discount(planner_config, spec), spec.num_actions)
     planner = make_planner(planner_config, model)

@@ -34,10 +34,9 @@ import optax
 
 from moozi.core.network import Network
 from moozi.core.scalar import scalar_to_two_hot
-from moozi.core.types import TrainingTarget
+from moozi.core.types import Array, TrainingTarget
 from moozi.errors import MooziError
 
-Array = Any
 
 BOOTSTRAP_SOURCES = ("search", "target_network")
 
@@ -55,7 +54,7 @@ class LossConfig:
     # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
     # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
     bootstrap_from: str = "search"
-    # Value target alpha·v* + (1 - alpha)·G (design note 003: mixing the search value Q into the
+    # Value target alpha·v* + (1 - alpha)·G (the AlphaZero-for-Go design notes, docs/board_games.md: mixing the search value Q into the
     # outcome z lowers the target's variance early on). alpha moves linearly from `_start` to
     # `_end` over `_updates` updates, then stays; 0 everywhere (the default) is the plain return.
     search_value_weight_start: float = 0.0
@@ -129,6 +128,96 @@ def bootstrap_values(batch: TrainingTarget, config: LossConfig, network: Network
     return jax.lax.stop_gradient(out.value.reshape(batch_size, steps))
 
 
+def value_targets(batch: TrainingTarget, config: LossConfig, network: Network, target_variables, update):
+    """([B, K+1] value targets alpha·v* + (1 - alpha)·G^N, alpha); no gradient flows into them."""
+    returns = batch.partial_return + batch.bootstrap_discount * bootstrap_values(batch, config, network, target_variables)
+    alpha = search_value_weight(config, update)
+    return jax.lax.stop_gradient(alpha * batch.root_values + (1.0 - alpha) * returns), alpha
+
+
+def unroll(network: Network, params, batch_stats, batch: TrainingTarget, dynamics_gradient_scale: float):
+    """The model unrolled K steps from each target's stacked observation, in training mode.
+
+    Returns ([K+1] network outputs: the root, then one per unrolled action; the
+    batch-norm moments after the last call). The gradient entering each
+    dynamics call is scaled by `dynamics_gradient_scale`.
+    """
+    root, new_batch_stats = network.initial_inference_train({"params": params, "batch_stats": batch_stats}, batch.stacked_obs)
+    outputs = [root]
+    hidden_state = root.hidden_state
+    for k in range(batch.actions.shape[1]):
+        hidden_state = scale_gradient(hidden_state, dynamics_gradient_scale)
+        out, new_batch_stats = network.recurrent_inference_train(
+            {"params": params, "batch_stats": new_batch_stats}, hidden_state, batch.actions[:, k]
+        )
+        outputs.append(out)
+        hidden_state = out.hidden_state
+    return outputs, new_batch_stats
+
+
+def _root_plus_unrolled_mean(per_step, num_unroll: int):
+    """[B, K+1] -> [B]: step 0 plus the mean over the K unrolled steps (divided by K, as the thesis writes it)."""
+    return per_step[:, 0] + jnp.sum(per_step[:, 1:], axis=1) / max(num_unroll, 1)
+
+
+def policy_term(batch: TrainingTarget, outputs, num_unroll: int):
+    """([B] policy term, [B, K+1] masked cross-entropies against p*)."""
+    policy_logits = jnp.stack([o.policy_logits for o in outputs], axis=1)  # [B, K+1, A]
+    policy_ce = _categorical_ce(batch.action_probs, policy_logits) * batch.policy_mask  # [B, K+1]
+    return _root_plus_unrolled_mean(policy_ce, num_unroll), policy_ce
+
+
+def value_term(targets, outputs, support, num_unroll: int):
+    """([B] value term, [B, K+1] cross-entropies against the two-hot value targets)."""
+    value_logits = jnp.stack([o.value_logits for o in outputs], axis=1)  # [B, K+1, Z]
+    value_ce = _categorical_ce(scalar_to_two_hot(targets, support), value_logits)  # [B, K+1]
+    return _root_plus_unrolled_mean(value_ce, num_unroll), value_ce
+
+
+def reward_term(batch: TrainingTarget, outputs, support):
+    """([B] reward term, [B, K] cross-entropies against the two-hot rewards of the unrolled steps)."""
+    reward_logits = jnp.stack([o.reward_logits for o in outputs[1:]], axis=1)  # [B, K, Z]
+    reward_ce = _categorical_ce(scalar_to_two_hot(batch.rewards, support), reward_logits)  # [B, K]
+    return jnp.sum(reward_ce, axis=1), reward_ce
+
+
+def consistency_term(network: Network, params, batch_stats, unrolled_batch_stats, batch: TrainingTarget, outputs):
+    """([B] 1 - cos(ϱ(x¹_t), sg(x⁰_{t+1})), masked; the moments after the projection)."""
+    projected, new_batch_stats = network.project_train(
+        {"params": params, "batch_stats": unrolled_batch_stats}, outputs[1].hidden_state
+    )  # [B, D]
+    # Training mode like x¹, but the moment update it returns is dropped (see module docstring).
+    next_root, _ = network.initial_inference_train({"params": params, "batch_stats": batch_stats}, batch.next_stacked_obs)
+    next_hidden = jax.lax.stop_gradient(next_root.hidden_state.reshape(projected.shape))  # [B, D]
+    return cosine_distance(projected, next_hidden) * batch.consistency_mask, new_batch_stats
+
+
+def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll: int) -> dict:
+    """Plain cross-entropies per step kind and value statistics, readable against fixed floors.
+
+    The weighted loss terms sum root and unrolled steps under importance weights
+    (mean ~0.5 with prioritised replay), so they cannot be read against any
+    floor. These can: no coefficient, no weight (a perfect +-1 outcome predictor
+    on identity bins scores 0).
+    """
+    root = outputs[0]
+    decided = jnp.abs(targets[:, 0]) > 0.1
+    metrics = dict(
+        value_ce_root=jnp.mean(value_ce[:, 0]),
+        policy_ce_root=jnp.sum(policy_ce[:, 0]) / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
+        # Share of decided targets whose sign the root value gets right (board games: who wins).
+        value_sign_accuracy=jnp.sum(decided & (jnp.sign(root.value) == jnp.sign(targets[:, 0])))
+        / jnp.maximum(jnp.sum(decided), 1),
+    )
+    if num_unroll > 0:
+        metrics.update(
+            value_ce_unrolled=jnp.mean(value_ce[:, 1:]),
+            policy_ce_unrolled=jnp.sum(policy_ce[:, 1:]) / jnp.maximum(jnp.sum(batch.policy_mask[:, 1:]), 1.0),
+            reward_ce=jnp.mean(reward_ce),
+        )
+    return metrics
+
+
 def loss_fn(
     params,
     batch_stats,
@@ -147,86 +236,40 @@ def loss_fn(
     """
     support = network.config.support
     num_unroll = batch.actions.shape[1]  # K
-    variables = {"params": params, "batch_stats": batch_stats}
+    targets, alpha = value_targets(batch, config, network, target_variables, update)
+    outputs, new_batch_stats = unroll(network, params, batch_stats, batch, config.dynamics_gradient_scale)
+    root = outputs[0]
 
-    # N-step value targets; no gradient flows into targets.
-    returns = batch.partial_return + batch.bootstrap_discount * bootstrap_values(batch, config, network, target_variables)
-    alpha = search_value_weight(config, update)
-    value_targets = jax.lax.stop_gradient(alpha * batch.root_values + (1.0 - alpha) * returns)  # [B, K+1]
-
-    root, new_batch_stats = network.initial_inference_train(variables, batch.stacked_obs)
-    outputs = [root]
-    hidden_state = root.hidden_state
-    for k in range(num_unroll):
-        hidden_state = scale_gradient(hidden_state, config.dynamics_gradient_scale)
-        out, new_batch_stats = network.recurrent_inference_train(
-            {"params": params, "batch_stats": new_batch_stats}, hidden_state, batch.actions[:, k]
-        )
-        outputs.append(out)
-        hidden_state = out.hidden_state
-
-    policy_logits = jnp.stack([o.policy_logits for o in outputs], axis=1)  # [B, K+1, A]
-    value_logits = jnp.stack([o.value_logits for o in outputs], axis=1)  # [B, K+1, Z]
-
-    # Policy: root plus mean over the K unrolled steps, masked past the end.
-    policy_ce = _categorical_ce(batch.action_probs, policy_logits) * batch.policy_mask  # [B, K+1]
-    policy_term = policy_ce[:, 0] + jnp.sum(policy_ce[:, 1:], axis=1) / max(num_unroll, 1)  # [B]
-
-    value_ce = _categorical_ce(scalar_to_two_hot(value_targets, support), value_logits)  # [B, K+1]
-    value_term = value_ce[:, 0] + jnp.sum(value_ce[:, 1:], axis=1) / max(num_unroll, 1)  # [B]
-
+    policy, policy_ce = policy_term(batch, outputs, num_unroll)
+    value, value_ce = value_term(targets, outputs, support, num_unroll)
     # K = 0 (an AlphaZero-style learner with a perfect model) trains h and f only.
     if num_unroll > 0:
-        reward_logits = jnp.stack([o.reward_logits for o in outputs[1:]], axis=1)  # [B, K, Z]
-        reward_ce = _categorical_ce(scalar_to_two_hot(batch.rewards, support), reward_logits)  # [B, K]
-        reward_term = jnp.sum(reward_ce, axis=1)  # [B]
-        projected, new_batch_stats = network.project_train(
-            {"params": params, "batch_stats": new_batch_stats}, outputs[1].hidden_state
-        )  # [B, D]
-        # Training mode like x¹, but the moment update it returns is dropped (see module docstring).
-        next_root, _ = network.initial_inference_train(variables, batch.next_stacked_obs)
-        next_hidden = jax.lax.stop_gradient(next_root.hidden_state.reshape(projected.shape))  # [B, D]
-        consistency_term = cosine_distance(projected, next_hidden) * batch.consistency_mask  # [B]
+        reward, reward_ce = reward_term(batch, outputs, support)
+        consistency, new_batch_stats = consistency_term(network, params, batch_stats, new_batch_stats, batch, outputs)
     else:
-        reward_term = jnp.zeros_like(policy_term)
-        consistency_term = jnp.zeros_like(policy_term)
+        reward, reward_ce = jnp.zeros_like(policy), None
+        consistency = jnp.zeros_like(policy)
 
     terms = {
-        "policy_loss": config.policy_coef * policy_term,
-        "value_loss": config.value_coef * value_term,
-        "reward_loss": config.reward_coef * reward_term,
-        "consistency_loss": config.consistency_coef * consistency_term,
+        "policy_loss": config.policy_coef * policy,
+        "value_loss": config.value_coef * value,
+        "reward_loss": config.reward_coef * reward,
+        "consistency_loss": config.consistency_coef * consistency,
     }
     weight = batch.importance_weight  # [B]
     per_example_loss = weight * sum(terms.values())  # [B]
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
     loss = jnp.mean(per_example_loss) + l2_loss
 
-    priorities = jax.lax.stop_gradient(jnp.abs(root.value - value_targets[:, 0]))  # [B]
+    priorities = jax.lax.stop_gradient(jnp.abs(root.value - targets[:, 0]))  # [B]
     root_probs = jax.nn.softmax(root.policy_logits, axis=-1)
     metrics = {name: jnp.mean(weight * term) for name, term in terms.items()}
-    # The weighted terms above sum root and unrolled steps under importance weights (mean ~0.5 with
-    # prioritised replay), so they cannot be read against any floor. These can: plain cross-entropies
-    # per step kind, no coefficient, no weight (a perfect +-1 outcome predictor on identity bins scores 0).
-    decided = jnp.abs(value_targets[:, 0]) > 0.1
-    metrics.update(
-        value_ce_root=jnp.mean(value_ce[:, 0]),
-        policy_ce_root=jnp.sum(policy_ce[:, 0]) / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
-        # Share of decided targets whose sign the root value gets right (board games: who wins).
-        value_sign_accuracy=jnp.sum(decided & (jnp.sign(root.value) == jnp.sign(value_targets[:, 0])))
-        / jnp.maximum(jnp.sum(decided), 1),
-    )
-    if num_unroll > 0:
-        metrics.update(
-            value_ce_unrolled=jnp.mean(value_ce[:, 1:]),
-            policy_ce_unrolled=jnp.sum(policy_ce[:, 1:]) / jnp.maximum(jnp.sum(batch.policy_mask[:, 1:]), 1.0),
-            reward_ce=jnp.mean(reward_ce),
-        )
+    metrics.update(_diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll))
     metrics.update(
         l2_loss=l2_loss,
         total_loss=loss,
         value_mean=jnp.mean(root.value),
-        value_target_mean=jnp.mean(value_targets[:, 0]),
+        value_target_mean=jnp.mean(targets[:, 0]),
         search_value_weight=alpha,
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),

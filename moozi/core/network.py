@@ -47,8 +47,8 @@ import jax.numpy as jnp
 
 from moozi.core.scalar import Support, logits_to_scalar
 from moozi.errors import MooziError
+from moozi.core.types import Array
 
-Array = Any
 
 NETWORK_KINDS = ("resnet", "mlp")
 NORMALIZATIONS = ("batch", "layer")

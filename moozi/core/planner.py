@@ -26,8 +26,8 @@ import mctx
 
 from moozi.envs.base import DUMMY_ACTION, EnvSpec
 from moozi.errors import MooziError
+from moozi.core.types import Array
 
-Array = Any
 Params = Any
 
 
@@ -345,3 +345,16 @@ def make_planner(config: PlannerConfig, model: SearchModel) -> Callable[[Params,
         return plan(config, model, params, rng, root_input, legal_actions)
 
     return planner
+
+
+def greedy_planner_config(config: PlannerConfig) -> PlannerConfig:
+    """The testing worker's and evaluation's search: no root noise, argmax action.
+
+    Gumbel MuZero's root noise is its Gumbel sample, so gumbel_scale goes to 0 too
+    (otherwise the "greedy" agent samples its moves)."""
+    return dataclasses.replace(config, dirichlet_fraction=0.0, temperature=0.0, gumbel_scale=0.0)
+
+
+def reanalyze_planner_config(config: PlannerConfig) -> PlannerConfig:
+    """Reanalyze re-searches with the same search, without root Dirichlet noise (thesis 5.2.11)."""
+    return dataclasses.replace(config, dirichlet_fraction=0.0)

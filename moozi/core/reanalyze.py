@@ -14,31 +14,24 @@ target assumes it.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from moozi.core.planner import PlannerConfig, make_muzero_model, make_planner, search_discount
-from moozi.core.types import Trajectory
+from moozi.core.planner import PlannerConfig, make_muzero_model, make_planner, reanalyze_planner_config, search_discount
+from moozi.core.types import Array, Trajectory
 from moozi.envs.base import DUMMY_ACTION, EnvSpec
-from moozi.history import stack_history
+from moozi.core.history import stack_history
 
-Array = Any
 ReanalyzeBatchFn = Callable[[Any, Array, Array, Array], tuple[Array, Array]]
 ReanalyzeTrajectoryFn = Callable[[Any, Trajectory, Array], Trajectory]
 
 
-def reanalyze_config(planner_config: PlannerConfig) -> PlannerConfig:
-    """The planner config reanalyze searches with: the same search, without root Dirichlet noise."""
-    return dataclasses.replace(planner_config, dirichlet_fraction=0.0)
-
-
 def _make_search(network, planner_config: PlannerConfig, spec: EnvSpec):
     model = make_muzero_model(network, search_discount(planner_config, spec))
-    planner = make_planner(reanalyze_config(planner_config), model)
+    planner = make_planner(reanalyze_planner_config(planner_config), model)
 
     def search(params, stacked_obs, legal_actions, rng):
         out = planner(params, rng, stacked_obs, legal_actions)

@@ -1,4 +1,4 @@
-"""Board symmetries for data augmentation (AlphaGo Zero; design note 003).
+"""Board symmetries for data augmentation (AlphaGo Zero; the AlphaZero-for-Go design notes, docs/board_games.md).
 
 A training target sampled from a square board game is as valid after any of
 the 8 symmetries of the square (dihedral group D4) is applied to it, and a
@@ -10,7 +10,7 @@ transformed board is `board_flat[gather[g]]`, so cell q of the new board shows
 the old cell gather[g][q] (that is g^-1(q)). Actions on cells move the other
 way: the move at cell p becomes the move at g(p) = argsort(gather[g])[p].
 
-The history input (moozi.history) holds L frames of C channels followed by L
+The history input (moozi.core.history) holds L frames of C channels followed by L
 one-hot action planes of A channels each; the frames are moved with the
 cells, the action planes are permuted like actions. Policy targets p*[a] are
 permuted like action planes: p'[g(a)] = p[a].

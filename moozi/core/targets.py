@@ -49,7 +49,7 @@ import numpy as np
 from moozi.core.types import Array, TrainingTarget
 from moozi.envs.base import DUMMY_ACTION
 from moozi.errors import MooziError
-from moozi.history import stack_history
+from moozi.core.history import stack_history
 
 
 class BootstrapSource(enum.Enum):

@@ -55,3 +55,9 @@ class TrainingTarget(NamedTuple):
     consistency_mask: Array  # [B] float32: 0 when t is the episode's last step (no o_{t+1})
     importance_weight: Array  # [B] float32: (1/(N P(i)))^beta / max, 1 for uniform
     bootstrap_stacked_obs: Array | None = None  # [B, K+1, H, W, C_h] only with target-network bootstrap
+
+
+def sub_state(state: dict, prefix: str) -> dict:
+    """The entries of a flat state dict (name -> array, as checkpoints store them) under `prefix`
+    ("replay/", "recorder/", ...), with the prefix taken off their names."""
+    return {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}

@@ -7,7 +7,7 @@ extra.
 
 from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, Env, EnvSpec, JaxEnv, StepOutput, empty_step
 from moozi.envs.registry import (
-    PRESETS,
+    PRESET_GAMES,
     is_jax_native,
     list_games,
     make_env,
@@ -24,7 +24,7 @@ __all__ = [
     "JaxEnv",
     "StepOutput",
     "empty_step",
-    "PRESETS",
+    "PRESET_GAMES",
     "is_jax_native",
     "list_games",
     "make_env",

@@ -97,3 +97,9 @@ def empty_step(spec: EnvSpec) -> StepOutput:
         legal_actions=np.zeros((spec.num_actions,), bool),
         to_play=np.int32(SINGLE_AGENT),
     )
+
+
+def random_legal_actions(rng: np.random.Generator, legal_actions: np.ndarray) -> np.ndarray:
+    """One uniformly random legal action per row of a [B, A] mask (Gumbel-max over the mask, vectorised)."""
+    noise = rng.random(legal_actions.shape)
+    return np.argmax(np.where(legal_actions, noise, -1.0), axis=-1).astype(np.int32)

@@ -46,13 +46,13 @@ __all__ = ["OpenSpielEnv", "make", "known_games"]
 PREFIX = "openspiel"
 
 # Games whose observation tensors are one-hot planes (replay may store them as uint8);
-# checked over random play in tests/test_openspiel_env.py.
+# checked over random play in tests/envs/test_openspiel.py.
 _BINARY_OBS_GAMES = frozenset({"tic_tac_toe", "connect_four", "go", "hex", "othello", "breakthrough", "clobber"})
 
 _Type = pyspiel.GameType
 
 # Two-player games whose tensor has player 0's pieces in channel p0 and player 1's in p1 (checked
-# in tests/test_openspiel_env.py): the bridge puts the mover's pieces first, the opponent's second.
+# in tests/envs/test_openspiel.py): the bridge puts the mover's pieces first, the opponent's second.
 _PIECE_PLANES = {"tic_tac_toe": (2, 1), "connect_four": (0, 1)}
 
 
@@ -483,3 +483,17 @@ class OpenSpielEnv:
 def make(game: str, *, seed: int | None = None) -> OpenSpielEnv:
     """The bridge's factory for the registry: `game` is what follows `openspiel:`."""
     return OpenSpielEnv(game, seed=seed)
+
+
+def load_two_player_game(game_name: str) -> pyspiel.Game:
+    """The OpenSpiel game behind a moozi game name, which must be a two-player OpenSpiel game."""
+    from moozi.envs.registry import make_played_env
+
+    canonical, env = make_played_env(game_name)
+    try:
+        game = getattr(env, "game", None)
+        if not isinstance(game, pyspiel.Game) or game.num_players() != 2:
+            raise MooziError(f"{canonical} is not a two-player OpenSpiel game; playing an opponent needs one")
+        return game
+    finally:
+        env.close()

@@ -22,7 +22,8 @@ from moozi.envs.base import Env, JaxEnv
 from moozi.errors import MooziError, UnknownGameError
 
 __all__ = [
-    "PRESETS",
+    "PRESET_GAMES",
+    "make_played_env",
     "make_env",
     "resolve_game_name",
     "list_games",
@@ -33,7 +34,7 @@ __all__ = [
 
 AnyEnv = Union[Env, JaxEnv]
 
-PRESETS: MappingProxyType = MappingProxyType(
+PRESET_GAMES: MappingProxyType = MappingProxyType(
     {
         "tic_tac_toe": "openspiel:tic_tac_toe",
         "connect_four": "openspiel:connect_four",
@@ -92,8 +93,8 @@ def register_game(name: str, factory: Callable[..., AnyEnv], *, jax_native: bool
     """Makes `make_env(name, **options)` call `factory(**options)`; registering a name again replaces it."""
     if not name or ":" in name or name != name.strip():
         raise MooziError(f"cannot register game {name!r}: a custom name is a plain word without ':' or spaces")
-    if name in PRESETS:
-        raise MooziError(f"cannot register game {name!r}: it is a preset ({PRESETS[name]})")
+    if name in PRESET_GAMES:
+        raise MooziError(f"cannot register game {name!r}: it is a preset ({PRESET_GAMES[name]})")
     _CUSTOM[name] = _Custom(factory, jax_native)
 
 
@@ -117,19 +118,19 @@ def _split(name: str) -> tuple[str, str]:
     name = name.strip()
     if name in _CUSTOM:
         return "", name
-    name = PRESETS.get(name, name)
+    name = PRESET_GAMES.get(name, name)
     if ":" not in name:
         # (what the user may have meant to type, what to suggest)
-        candidates = [(n, n) for n in (*PRESETS, *_CUSTOM)]
+        candidates = [(n, n) for n in (*PRESET_GAMES, *_CUSTOM)]
         for library in ("openspiel", "minatar"):  # cheap to list: suggest their qualified names too
             with contextlib.suppress(MooziError, ImportError):
-                targets = set(PRESETS.values())  # a preset already stands for these
+                targets = set(PRESET_GAMES.values())  # a preset already stands for these
                 candidates += [(g, f"{library}:{g}") for g in _known(library) if f"{library}:{g}" not in targets]
         keys = {key for key, _ in candidates}
         close = _closest(name, keys)
         matches = list(dict.fromkeys(shown for key in close for k, shown in candidates if k == key))[:3]
         raise UnknownGameError(
-            f"unknown game {name!r}{_did_you_mean(matches)}; presets: {', '.join(PRESETS)};"
+            f"unknown game {name!r}{_did_you_mean(matches)}; presets: {', '.join(PRESET_GAMES)};"
             f" or use <library>:<game> with library one of {', '.join(_LIBRARIES)}"
         )
     library, game = (part.strip() for part in name.split(":", 1))
@@ -241,4 +242,18 @@ def list_games() -> dict:
             libraries[library] = sorted(_known(library))
         except (MooziError, ImportError) as err:  # a missing extra: say how to get it
             unavailable[library] = str(err)
-    return {"presets": dict(PRESETS), "libraries": libraries, "unavailable": unavailable, "custom": sorted(_CUSTOM)}
+    return {"presets": dict(PRESET_GAMES), "libraries": libraries, "unavailable": unavailable, "custom": sorted(_CUSTOM)}
+
+
+def make_played_env(game_name: str) -> tuple[str, Env]:
+    """(canonical name, env) of the game a trained agent plays against others.
+
+    A run trained on the pgx twin of an OpenSpiel game (AlphaZero mode) plays the
+    OpenSpiel game: opponents are OpenSpiel bots, and the agent's bot replays the
+    moves in pgx.
+    """
+    from moozi.envs.twins import openspiel_twin
+
+    canonical = resolve_game_name(game_name)
+    canonical = openspiel_twin(canonical) or canonical
+    return canonical, make_env(canonical)

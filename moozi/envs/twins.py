@@ -4,7 +4,7 @@ AlphaZero mode needs the rules as a pure JAX function, so it plays the pgx
 twin of an OpenSpiel board game; evaluation and human play still use
 OpenSpiel (its bots, its board printing) and replay the OpenSpiel action
 history in the twin. That needs the two libraries to agree on every action
-id: `tests/test_twins.py` replays random games in both and compares the legal
+id: `tests/envs/test_twins.py` replays random games in both and compares the legal
 moves and outcomes step by step. (Where the libraries number the cells
 differently, they differ by a symmetry of the board, which leaves the game
 tree over action ids unchanged.)

@@ -1,0 +1,115 @@
+"""A trained agent loaded from a run directory: greedy search with its best (or latest) parameters.
+
+`moozi.load_agent(run_dir)` is the public entry point (README, "Using it"). The agent
+plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
+(`as_openspiel_bot`), so any OpenSpiel tool can play against it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint
+from moozi.config import Config, load_saved_config
+from moozi.core.train_step import init_train_state
+from moozi.envs.base import DUMMY_ACTION, StepOutput
+from moozi.envs.registry import make_env
+from moozi.errors import MooziError
+from moozi.core.history import init_history
+from moozi.core.planner import greedy_planner_config
+from moozi.builders import build_network, env_options, env_spec, example_stacked_obs, make_acting, seed_key
+
+
+class Agent:
+    """Greedy MuZero search (no root noise, argmax) over a single env."""
+
+    def __init__(self, config: Config, variables, *, checkpoint: pathlib.Path | None = None):
+        self.config = config
+        self.spec = env_spec(config)
+        self.variables = variables
+        self.checkpoint = checkpoint
+        self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
+        self._key = seed_key(config.seed, 99)
+
+    def new_history(self):
+        return init_history(1, self.config.targets.history_length, self.spec.obs_shape)
+
+    @property
+    def needs_env_state(self) -> bool:
+        """AlphaZero agents search from the game's own state, so `act` needs it."""
+        return self.config.agent == "alphazero"
+
+    def act(self, history, step: StepOutput, last_action: int, env_state=None):
+        """One greedy decision: returns (new history, augmented action, root value).
+
+        `env_state` is the (unbatched) JaxEnv state at `step`; AlphaZero agents need it."""
+        if self.needs_env_state and env_state is None:
+            raise MooziError("an AlphaZero agent searches from the game's state: pass env_state to act()")
+        batched = StepOutput(*(np.asarray(x)[None] for x in step))
+        if env_state is not None:
+            env_state = jax.tree.map(lambda x: jnp.asarray(x)[None], env_state)
+        self._key, key = jax.random.split(self._key)
+        history, out = self._act(self.variables, history, batched, np.asarray([last_action], np.int32), env_state, key)
+        return history, int(out.action[0]), float(out.root_value[0])
+
+    def play_episode(self, env=None, seed: int = 0) -> float:
+        """Plays one episode of a one-player game greedily; returns its return."""
+        if env is None:
+            env = make_env(self.config.game, **env_options(self.config))
+        history = self.new_history()
+        step = env.reset(seed=seed)
+        total, last_action = 0.0, DUMMY_ACTION
+        while True:
+            total += float(step.reward)
+            history, action, _ = self.act(history, step, last_action)
+            if step.is_last:
+                return total
+            step = env.step(action, False)
+            last_action = action
+
+    def as_openspiel_bot(self, player_id: int):
+        from moozi.agent.openspiel_bot import make_openspiel_bot
+
+        return make_openspiel_bot(self, player_id)
+
+
+def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None) -> Agent:
+    """The agent of a run directory.
+
+    `checkpoint`: None (the default) plays the run's best checkpoint by the in-training test
+    (`RUN/checkpoints/BEST`) when it has one, else its latest; "best" or "latest" ask for one
+    of them; anything else is the path of a checkpoint directory.
+    """
+    run_dir = pathlib.Path(run_dir)
+    if not (run_dir / "config.json").exists():
+        raise MooziError(f"{run_dir} is not a moozi run directory (no config.json)")
+    config = load_saved_config(run_dir / "config.json")
+    path = resolve_checkpoint(run_dir, checkpoint)
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
+    train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
+    variables = {"params": train_state.params, "batch_stats": train_state.batch_stats}
+    return Agent(config, variables, checkpoint=path)
+
+
+def resolve_checkpoint(run_dir: pathlib.Path, checkpoint: str | pathlib.Path | None) -> pathlib.Path:
+    """The checkpoint directory `load_agent` reads (see there); a clear error when there is none."""
+    if checkpoint is None or checkpoint == "best":
+        path = best_checkpoint(run_dir)
+        if path is None and checkpoint == "best":
+            raise MooziError(f"{run_dir} has no best checkpoint (it is kept only when the run tests: "
+                             "train.test_every_updates > 0)")
+        if path is not None:
+            return path
+        checkpoint = "latest"
+    if checkpoint == "latest":
+        path = latest_checkpoint(run_dir)
+        if path is None:
+            raise MooziError(f"{run_dir} has no complete checkpoint yet")
+        return path
+    return pathlib.Path(checkpoint)

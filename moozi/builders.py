@@ -1,0 +1,125 @@
+"""Builds what the roles and a loaded agent need from one Config: envs, spec, network, acting.
+
+Training, evaluation and `load_agent` all build here, so a loaded agent acts
+exactly as it did in training without importing the training package.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from moozi.config import Config
+from moozi.core.acting import ActFn, make_muzero_act
+from moozi.core.alphazero import make_alphazero_act
+from moozi.core.network import Network, make_network
+from moozi.core.planner import PlannerConfig
+from moozi.core.symmetry import board_symmetry, make_symmetry_augment
+from moozi.envs.base import Env, EnvSpec
+from moozi.envs.action_planes import action_planes
+from moozi.envs.jax_vector import JaxVectorEnv
+from moozi.envs.registry import is_jax_native, make_env, resolve_game_name
+from moozi.envs.vector import VectorEnv
+
+# Options each library's bridge accepts from EnvConfig.
+_STICKY_LIBRARIES = ("minatar", "atari", "gymnax")
+_FULL_ACTION_LIBRARIES = ("minatar", "atari")
+
+
+def env_options(config: Config) -> dict:
+    """The bridge options that EnvConfig sets for this game's library."""
+    library = resolve_game_name(config.game).split(":", 1)[0]
+    options = {}
+    if config.env.sticky_action_prob is not None and library in _STICKY_LIBRARIES:
+        options["sticky_action_prob"] = config.env.sticky_action_prob
+    if config.env.full_action_space and library in _FULL_ACTION_LIBRARIES:
+        options["full_action_space"] = True
+    return options
+
+
+def env_factory(config: Config) -> Callable[[], Env]:
+    """A picklable zero-argument factory (VectorEnv sends it to its worker processes)."""
+    return functools.partial(make_env, config.game, **env_options(config))
+
+
+@functools.lru_cache(maxsize=32)
+def _spec_for(game: str, options: tuple) -> EnvSpec:
+    env = make_env(game, **dict(options))
+    spec = env.spec
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()
+    return spec
+
+
+def env_spec(config: Config) -> EnvSpec:
+    return _spec_for(config.game, tuple(sorted(env_options(config).items())))
+
+
+def symmetry_augment(config: Config, spec: EnvSpec):
+    """The replay buffer's augment function for this game, or None (no symmetry, or turned off)."""
+    if not config.replay.symmetry_augmentation:
+        return None
+    symmetry = board_symmetry(resolve_game_name(config.game), spec.obs_shape)
+    if symmetry is None:
+        return None
+    return make_symmetry_augment(symmetry, spec.num_actions, spec.obs_shape[-1], config.targets.history_length)
+
+
+def searches_env_state(config: Config) -> bool:
+    """Whether the config's agent searches from the env's own state (AlphaZero: the rules are its model),
+    so its `act` must be given the vectorized env's `state`; MuZero's ignores it (pass None)."""
+    return config.agent == "alphazero"
+
+
+def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
+    """The pure, unjitted `act` (`moozi.core.acting.ActFn`) of the config's agent.
+
+    The one place where the agent kind is chosen: training and testing workers,
+    the Anakin segment, reanalyze, `load_agent` and the position evaluation all
+    build their acting here, each with its own planner config.
+    """
+    network = build_network(config, spec)
+    if config.agent == "alphazero":
+        env = make_env(config.game, **env_options(config))
+        return make_alphazero_act(env, network, planner_config, spec)
+    return make_muzero_act(network, planner_config, spec, config.targets.history_length)
+
+
+def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
+    """`make_act`, jitted: one compiled program per batch shape."""
+    return jax.jit(make_act(config, spec, planner_config))
+
+
+def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int = 1):
+    """B envs of the config's game: host envs over P processes, or a jitted batch for JAX-native games."""
+    if is_jax_native(config.game):
+        return JaxVectorEnv(make_env(config.game, **env_options(config)), num_envs, seed)
+    return VectorEnv(env_factory(config), num_envs, num_processes=num_processes, seed=seed)
+
+
+def build_network(config: Config, spec: EnvSpec) -> Network:
+    return make_network(
+        config.network,
+        obs_shape=spec.obs_shape,
+        history_length=config.targets.history_length,
+        num_actions=spec.num_actions,
+        action_planes=action_planes(spec),
+    )
+
+
+def example_stacked_obs(config: Config, spec: EnvSpec, batch_size: int = 1):
+    h, w, c = spec.obs_shape
+    channels = config.targets.history_length * (c + spec.num_actions)
+    return jnp.zeros((batch_size, h, w, channels), jnp.float32)
+
+
+def seed_key(seed: int, *path: int):
+    """A JAX key for one role, derived from the run's seed and the role's path."""
+    key = jax.random.key(seed)
+    for p in path:
+        key = jax.random.fold_in(key, p)
+    return key

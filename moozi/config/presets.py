@@ -1,0 +1,127 @@
+"""Per-game presets: only the settings that differ from the base config, each with its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Small presets over the base config: only what differs per game, never a whole copied config.
+PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
+    "tic_tac_toe": {
+        "network.kind": "mlp",
+        "network.mlp_hidden_sizes": (64, 64),
+        # Values and rewards lie in [-1, 1]: phi(±1) = ±0.415, so categories -1..1 cover them;
+        # the default -5..5 lets stray mass on far categories decode to values far outside [-1, 1].
+        "network.support.min_value": -1,
+        "network.support.max_value": 1,
+        # Gumbel MuZero: its policy target (softmax of logits + completed Q) is good with few
+        # simulations, and 16 simulations make acting ~4x cheaper than 25 PUCT ones on CPU.
+        "planner.search_policy": "gumbel_muzero",
+        "planner.num_simulations": 16,
+        "planner.max_num_considered_actions": 9,  # every legal move is considered at the root
+        # Exploration: with scale 1 self-play collapses to a few drawn lines (policy entropy ~0.2)
+        # and never sees the positions a random opponent creates. The Gumbel noise only changes
+        # the acted move, not the policy target; tests and eval run with scale 0.
+        "planner.gumbel_scale": 3.0,
+        "planner.discount": 1.0,
+        "planner.dirichlet_alpha": 0.5,
+        # Full-weight value loss: values drive the search here (0.25 is for replayed Atari data).
+        "loss.value_coef": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 9,
+        "targets.discount": 1.0,
+        "targets.num_unroll_steps": 3,
+        "env.num_envs": 32,
+        "train.batch_size": 128,
+        "train.rollout_steps": 4,
+        # 4 updates of 128 per 128 new steps, at learning rate 3e-3: on this game's tiny network the
+        # loop is bound by Python dispatch, so learning more from each step is what buys time. One
+        # seed each, one core: no losses to minimax after 2.07 min at (4, 1e-3), 2.63 at (2, 3e-3),
+        # 1.58 at (4, 3e-3); the old preset (2, 1e-3, a test every 100 updates) had not got there in 4.1 min.
+        "train.updates_per_iteration": 4,
+        "optimizer.learning_rate": 3e-3,
+        # A test every 1000 updates (~15 s): every 100 cost ~10% of the run's time.
+        "train.test_every_updates": 1000,
+        "train.test_episodes": 50,  # 20 games give +-0.1 noise on the win rate
+        "replay.capacity": 20_000,
+        "replay.min_fill": 500,
+    },
+    "connect_four": {
+        # As for tic-tac-toe: Gumbel MuZero's policy target is good with few simulations, which
+        # buys more games per minute on a CPU; every column is considered at the root.
+        # 16 simulations and 8 updates per iteration (2 samples per collected step): one core,
+        # seed 0, 20 minutes, 124 GFLOP/s matmul: solver keeps-result 0.567 at 1600 updates, against
+        # 0.459 at 800 updates with 32 simulations and 4 updates (docs/board_games.md). On a CPU
+        # the search is the expensive part, so each collected step is worth learning from twice.
+        "planner.search_policy": "gumbel_muzero",
+        "planner.num_simulations": 16,
+        "train.updates_per_iteration": 8,
+        "planner.max_num_considered_actions": 7,
+        "planner.discount": 1.0,
+        "network.support.min_value": -1,  # outcomes lie in [-1, 1] (see tic_tac_toe)
+        "network.support.max_value": 1,
+        # No phi squashing: a win is one-hot on the top category (docs/board_games.md).
+        "network.support.transform": "identity",
+        # Layer norm: acting and training compute the same function; batch norm's running moments
+        # mostly described unrolled states (the prediction network runs K + 1 times per update).
+        "network.normalization": "layer",
+        "network.channels": 32,
+        "network.representation_blocks": 3,
+        "network.dynamics_blocks": 1,
+        "loss.value_coef": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 42,  # the longest game: a Monte-Carlo return
+        "targets.discount": 1.0,
+        "env.num_envs": 32,
+        "train.batch_size": 128,
+        "replay.capacity": 200_000,
+        "replay.min_fill": 2_000,
+        # Uniform, as AlphaZero samples: with +-1 Monte-Carlo targets |v - z| mostly measures how
+        # unpredictable a position still is, and proportional sampling down-weighted late positions.
+        "replay.sampling": "uniform",
+    },
+    "go9": {
+        "planner.num_simulations": 50,
+        "planner.discount": 1.0,
+        "targets.history_length": 1,
+        "targets.td_steps": 200,
+        "targets.discount": 1.0,
+        "planner.dirichlet_alpha": 0.1,
+        "env.num_envs": 16,
+        "replay.capacity": 400_000,
+        "replay.min_fill": 5_000,
+    },
+    "cartpole": {
+        "network.kind": "mlp",
+        "planner.num_simulations": 50,  # muzero-general's cartpole setting
+        "targets.history_length": 1,
+        "targets.td_steps": 10,
+        "env.num_envs": 16,
+        "replay.capacity": 50_000,
+        "replay.min_fill": 1_000,
+    },
+}
+_MINATAR_PRESET = {
+    # Sized for a 2-core CPU: 6 residual blocks and batch 256 gave 86 env steps/s and 0.67
+    # updates/s; 2 representation blocks, 1 dynamics block and batch 128 give ~220 env steps/s
+    # at the same ratio of sampled to collected steps (1:1 with 32 envs x 16 steps per 4 updates).
+    "network.representation_blocks": 2,
+    "network.dynamics_blocks": 1,
+    "train.batch_size": 128,
+    # PUCT with 16 simulations collapsed onto one action (visit entropy 0.01, policy entropy 0.3)
+    # and Breakout's return stayed at the random policy's ~0.5 for 170k steps; Gumbel MuZero's
+    # policy target improves on the prior even with few simulations and its acting keeps sampling.
+    "planner.search_policy": "gumbel_muzero",
+    "planner.num_simulations": 16,
+    "targets.history_length": 2,
+    "targets.td_steps": 10,
+    "env.num_envs": 32,
+    "replay.capacity": 200_000,
+    "replay.min_fill": 2_000,
+}
+for _name in ("breakout", "asterix", "freeway", "seaquest", "space_invaders"):
+    PRESET_OVERRIDES[_name] = dict(_MINATAR_PRESET)
+
+
+def preset_overrides(game: str) -> dict[str, Any]:
+    """The preset for a game name (empty for library-qualified names without a preset)."""
+    return dict(PRESET_OVERRIDES.get(game, {}))

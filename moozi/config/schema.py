@@ -1,0 +1,159 @@
+"""The one typed config of a moozi run: its sections, cross-field validation and schedules.
+
+Configs are frozen dataclasses; derived values come from functions
+(`epsilon_at`). Building a config (defaults -> preset -> file -> `--set`) is
+moozi/config/loading.py; the per-game presets are moozi/config/presets.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from moozi.config.overrides import ConfigError
+from moozi.core.loss import LossConfig
+from moozi.core.network import NetworkConfig
+from moozi.core.planner import PlannerConfig
+from moozi.core.replay import ReplayConfig
+from moozi.core.targets import TargetConfig
+from moozi.core.train_step import OptimizerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """How each training rollout worker steps its environments."""
+
+    num_envs: int = 16  # B: environments per training rollout worker, stepped as one batch
+    num_processes: int = 1  # P: processes stepping those B host envs (Cleanba 4.1); ignored by JAX-native games
+    sticky_action_prob: float | None = None  # None: the library's protocol (MinAtar 0.1, Atari 0.25)
+    full_action_space: bool = False  # MinAtar / Atari: use the full action set instead of the minimal one
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The driver's schedule (thesis 5.2.1, 5.2.12-5.2.17; Cleanba 4.2 synchronisation)."""
+
+    batch_size: int = 256  # training targets per update
+    rollout_steps: int = 16  # env steps each training env takes per iteration (one policy version)
+    updates_per_iteration: int = 4  # parameter updates per iteration; with rollout_steps sets the replay ratio
+    num_training_workers: int = 1  # training rollout workers, each with its own B envs and seeds
+    reanalyze_fraction: float = 0.0  # share of trajectories fed to the buffer by reanalyze instead of fresh play
+    reanalyze_num_envs: int = 16  # mock envs per reanalyze worker
+    test_every_updates: int = 200  # run the testing rollout worker every n updates (0: never)
+    test_episodes: int = 20  # episodes (or games against a random player) per test
+    # A test stops after this many steps, episodes still running counted with their return so far
+    # (logged as test_cut_episodes): MinAtar games end only when the player loses, so a good greedy
+    # agent's test could otherwise run for hours, blocking the run and its stop signals.
+    test_max_steps: int = 5_000
+    checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
+    keep_checkpoints: int = 3  # older checkpoints are deleted once a newer one is complete
+    # Keep the parameters that scored best in the in-training test as RUN/checkpoints/BEST,
+    # which `load_agent` plays by default (a strong checkpoint is not lost to a weaker later one).
+    keep_best: bool = True
+    log_every_updates: int = 20  # metrics.jsonl / TensorBoard cadence
+    max_env_steps: int | None = None  # stop after this many env steps in total (also --max-env-steps)
+    max_minutes: float | None = None  # stop after this much wall-clock time (also --max-minutes)
+    # epsilon-greedy exploration (the AlphaZero-for-Go design notes, docs/board_games.md): with probability epsilon a training worker plays a
+    # uniformly random legal move instead of the search's; the policy target stays the search's p*.
+    # epsilon moves linearly from `_start` to `_end` over `_env_steps` env steps (per worker), then stays.
+    epsilon_start: float = 0.0
+    epsilon_end: float = 0.0
+    epsilon_env_steps: int = 1
+    # Resignation (ELF OpenGo A.4), two-player games on the host path: a player resigns when its root
+    # value falls below a threshold calibrated on the episodes played to the end without resignation.
+    resign: bool = False
+    resign_false_positive_rate: float = 0.05  # target share of resignations in games the player would not have lost
+    resign_disabled_fraction: float = 0.1  # share of episodes played to the end (they calibrate the threshold)
+    resign_min_games: int = 100  # player-games seen before anyone may resign
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendConfig:
+    """Where the roles run."""
+
+    kind: Literal["inline", "ray"] = "inline"  # inline: one process; ray: one Ray actor per role
+    # inline: each role runs its calls in order on a thread of its own, so the learner's update and
+    # the rollouts overlap (same results: every call still sees the same inputs in the same order);
+    # false runs every call at once in the driver's thread (easier to step through in a debugger).
+    inline_threads: bool = True
+    ray_address: str | None = None  # None: start a local Ray instance; else join this cluster
+    bind_host: str = "127.0.0.1"  # every listener (Ray dashboard, node manager) binds here unless changed
+    include_dashboard: bool = False  # the Ray dashboard, bound to bind_host
+    rollout_worker_cpus: float = 1.0  # Ray resources of each training rollout worker
+    rollout_worker_gpus: float = 0.0
+    learner_cpus: float = 1.0
+    learner_gpus: float = 0.0
+    replay_cpus: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything that defines a run. Saved resolved as RUN/config.json."""
+
+    game: str = "tic_tac_toe"  # a preset or a library-qualified name (see `moozi games`)
+    # muzero: plan with a learned model. alphazero: plan with the game's rules (a pgx game, or the
+    # pgx twin of an OpenSpiel board game, see moozi/envs/twins.py); trains h and f only (K = 0).
+    agent: Literal["muzero", "alphazero"] = "muzero"
+    seed: int = 0  # one seed drives every RNG of the run
+    env: EnvConfig = EnvConfig()
+    network: NetworkConfig = NetworkConfig()
+    planner: PlannerConfig = PlannerConfig()  # training rollout workers' search (exploration on)
+    targets: TargetConfig = TargetConfig()
+    replay: ReplayConfig = ReplayConfig()
+    loss: LossConfig = LossConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    train: TrainConfig = TrainConfig()
+    backend: BackendConfig = BackendConfig()
+
+
+def validate(config: Config) -> None:
+    """Cross-field checks that single-field parsing cannot see."""
+    positive = {
+        "env.num_envs": config.env.num_envs,
+        "env.num_processes": config.env.num_processes,
+        "train.batch_size": config.train.batch_size,
+        "train.rollout_steps": config.train.rollout_steps,
+        "train.updates_per_iteration": config.train.updates_per_iteration,
+        "train.num_training_workers": config.train.num_training_workers,
+        "train.log_every_updates": config.train.log_every_updates,
+        "train.test_max_steps": config.train.test_max_steps,
+        "train.keep_checkpoints": config.train.keep_checkpoints,
+        "planner.num_simulations": config.planner.num_simulations,
+        "targets.history_length": config.targets.history_length,
+        "targets.td_steps": config.targets.td_steps,
+    }
+    if config.agent == "muzero":
+        positive["targets.num_unroll_steps"] = config.targets.num_unroll_steps
+    elif config.targets.num_unroll_steps != 0:
+        raise ConfigError("targets.num_unroll_steps must be 0 with agent=alphazero (its model is the game, not learned)")
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"bad value {value!r} for {key}: expected a positive integer")
+    if config.env.num_processes > config.env.num_envs:
+        raise ConfigError(
+            f"env.num_processes={config.env.num_processes} exceeds env.num_envs={config.env.num_envs}: "
+            "each process needs at least one env"
+        )
+    if not 0.0 <= config.train.reanalyze_fraction < 1.0:
+        raise ConfigError(f"bad value {config.train.reanalyze_fraction!r} for train.reanalyze_fraction: expected 0 <= x < 1")
+    if config.train.test_every_updates < 0:
+        raise ConfigError("bad value for train.test_every_updates: expected 0 (never) or a positive integer")
+    if config.env.sticky_action_prob is not None and not 0.0 <= config.env.sticky_action_prob <= 1.0:
+        raise ConfigError(f"bad value {config.env.sticky_action_prob!r} for env.sticky_action_prob: expected 0 <= p <= 1")
+    for key in ("epsilon_start", "epsilon_end"):
+        if not 0.0 <= getattr(config.train, key) <= 1.0:
+            raise ConfigError(f"bad value {getattr(config.train, key)!r} for train.{key}: expected 0 <= x <= 1")
+    if config.train.epsilon_env_steps < 1:
+        raise ConfigError("bad value for train.epsilon_env_steps: expected a positive integer")
+    if not 0.0 < config.train.resign_false_positive_rate < 1.0:
+        raise ConfigError("bad value for train.resign_false_positive_rate: expected 0 < x < 1")
+    if not 0.0 < config.train.resign_disabled_fraction <= 1.0:
+        raise ConfigError("bad value for train.resign_disabled_fraction: expected 0 < x <= 1 (some games must calibrate)")
+    if config.train.checkpoint_every_minutes <= 0:
+        raise ConfigError("bad value for train.checkpoint_every_minutes: expected a positive number")
+
+
+def epsilon_at(train: TrainConfig, env_steps: int) -> float:
+    """The epsilon-greedy schedule after `env_steps` env steps of one worker."""
+    progress = min(env_steps / train.epsilon_env_steps, 1.0)
+    return train.epsilon_start + (train.epsilon_end - train.epsilon_start) * progress

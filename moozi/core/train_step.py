@@ -1,0 +1,138 @@
+"""The parameter update (thesis 5.2.10): Adam with global-norm clipping, a
+learning-rate schedule and a periodically refreshed target network.
+
+`make_train_step` returns one jitted program (state, batch, rng) -> (state,
+metrics, new_priorities); the learner shell around it only moves data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from moozi.core.loss import LossConfig, loss_fn
+from moozi.core.network import Network
+from moozi.core.types import Array, TrainingTarget
+from moozi.errors import MooziError
+
+
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Adam, clipping, schedule and target network of the parameter optimizer."""
+
+    learning_rate: float = 1e-3  # peak learning rate, reached at the end of the warm-up
+    warmup_steps: int = 200  # linear warm-up from 0 to learning_rate over this many updates (0: none)
+    schedule: str = "constant"  # after the warm-up: "constant", or "cosine" decay over decay_steps
+    decay_steps: int = 100_000  # cosine: updates from the end of the warm-up to the final rate
+    final_learning_rate_fraction: float = 0.0  # cosine: final rate as a fraction of learning_rate
+    max_grad_norm: float = 5.0  # global-norm clipping threshold (Pascanu et al.)
+    adam_b1: float = 0.9  # Adam's first-moment decay
+    adam_b2: float = 0.999  # Adam's second-moment decay
+    adam_eps: float = 1e-8  # Adam's denominator epsilon
+    target_update_period: int = 100  # T: the target network copies the online network every T updates
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise MooziError(f"optimizer.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.target_update_period < 1:
+            raise MooziError(f"optimizer.target_update_period must be >= 1, got {self.target_update_period}")
+        if self.warmup_steps < 0:
+            raise MooziError(f"optimizer.warmup_steps must be >= 0, got {self.warmup_steps}")
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything the learner carries between updates; a pytree of arrays only."""
+
+    params: Any  # online network parameters θ
+    batch_stats: Any  # online network's running batch-norm moments
+    target_params: Any  # target network parameters, a copy of θ from the last refresh
+    target_batch_stats: Any  # target network's batch-norm moments from the last refresh
+    opt_state: Any  # optax state of the clipped Adam
+    step: Array  # int32 scalar: number of updates applied
+
+
+def make_schedule(config: OptimizerConfig) -> optax.Schedule:
+    """Learning rate as a function of the update count."""
+    if config.schedule == "cosine":
+        after = optax.cosine_decay_schedule(
+            config.learning_rate, max(config.decay_steps, 1), alpha=config.final_learning_rate_fraction
+        )
+    else:
+        after = optax.constant_schedule(config.learning_rate)
+    if config.warmup_steps == 0:
+        return after
+    warmup = optax.linear_schedule(0.0, config.learning_rate, config.warmup_steps)
+    return optax.join_schedules([warmup, after], [config.warmup_steps])
+
+
+def make_optimizer(config: OptimizerConfig) -> optax.GradientTransformation:
+    """Global-norm clipping, then Adam on the scheduled learning rate."""
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(make_schedule(config), b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps),
+    )
+
+
+def init_train_state(network: Network, optimizer_config: OptimizerConfig, rng, example_stacked_obs) -> TrainState:
+    """Fresh parameters; the target network starts as a copy of them."""
+    # One compiled program: eager Flax init dispatches (and compiles) op by op.
+    variables = jax.jit(network.init)(rng, example_stacked_obs)
+    params, batch_stats = variables["params"], variables["batch_stats"]
+    return TrainState(
+        params=params,
+        batch_stats=batch_stats,
+        target_params=params,
+        target_batch_stats=batch_stats,
+        opt_state=make_optimizer(optimizer_config).init(params),
+        step=jnp.zeros((), jnp.int32),
+    )
+
+
+def make_train_step(
+    network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig
+) -> Callable[[TrainState, TrainingTarget, Array], tuple[TrainState, dict, Array]]:
+    """The jitted update: (state, batch, rng) -> (state, metrics, new_priorities [B]).
+
+    rng is accepted for a stable signature (nothing in the update is random yet).
+    """
+    optimizer = make_optimizer(optimizer_config)
+    schedule = make_schedule(optimizer_config)
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def train_step(state: TrainState, batch: TrainingTarget, rng):
+        del rng
+        target_variables = {"params": state.target_params, "batch_stats": state.target_batch_stats}
+        (_, aux), grads = grad_fn(
+            state.params, state.batch_stats, target_variables, batch, network=network, config=loss_config,
+            update=state.step,
+        )
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        step = state.step + 1
+        # The target network copies the online one after every T-th update.
+        target_params = optax.periodic_update(params, state.target_params, step, optimizer_config.target_update_period)
+        target_batch_stats = optax.periodic_update(
+            aux.batch_stats, state.target_batch_stats, step, optimizer_config.target_update_period
+        )
+        metrics = dict(aux.metrics)
+        metrics.update(grad_norm=optax.global_norm(grads), learning_rate=schedule(state.step))
+        new_state = TrainState(
+            params=params,
+            batch_stats=aux.batch_stats,
+            target_params=target_params,
+            target_batch_stats=target_batch_stats,
+            opt_state=opt_state,
+            step=step,
+        )
+        return new_state, metrics, aux.priorities
+
+    return jax.jit(train_step)

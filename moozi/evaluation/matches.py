@@ -1,0 +1,413 @@
+"""Evaluating an agent: against an opponent in two-player games, by episode return in one-player games.
+
+`moozi eval RUN_DIR --opponent random|minimax|mcts:N|solver|run:DIR` lands here. The
+agent is anything with `as_openspiel_bot(player_id) -> pyspiel.Bot` (two-player
+OpenSpiel games) or `play_episode(env, seed) -> float` (one-player games); games
+are played by OpenSpiel's own `evaluate_bots`, so agent bots must implement
+`restart_at` like every OpenSpiel bot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import pathlib
+import time
+
+import numpy as np
+import pyspiel
+from open_spiel.python.algorithms import evaluate_bots, mcts
+from open_spiel.python.algorithms.minimax_solver import MinimaxSolver
+
+from moozi.envs.openspiel import load_two_player_game
+from moozi.envs.registry import make_played_env
+from moozi.errors import MooziError
+from moozi.evaluation.intervals import Z_95, wilson_interval
+
+__all__ = [
+    "OPPONENT_FORMS",
+    "EvalResult",
+    "ReturnResult",
+    "SeatRecord",
+    "evaluate",
+    "load_two_player_game",
+    "make_opponent",
+    "result_from_json",
+    "wilson_interval",
+]
+
+OPPONENT_FORMS = (
+    "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only) "
+    "or run:DIR (another trained run)"
+)
+
+# minimax solves the whole game first; beyond these bounds that is hopeless (connect_four
+# has ~4.5e12 states, tic_tac_toe 4520), and the user should search instead.
+_MAX_SOLVE_STATES = 100_000
+_MAX_COUNT_SECONDS = 3.0  # counting states of games like go is slow per state
+_MCTS_UCT_C = 2.0
+
+
+# ------------------------------------------------------------------ statistics
+def _mean_interval(values: list[float], z: float = Z_95) -> tuple[float, float] | None:
+    """Normal-approximation interval for a mean; None with fewer than two values (no spread to estimate)."""
+    if len(values) < 2:
+        return None
+    mean = float(np.mean(values))
+    half_width = z * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return (mean - half_width, mean + half_width)
+
+
+# --------------------------------------------------------------------- results
+@dataclasses.dataclass(frozen=True)
+class SeatRecord:
+    """The agent's results when it sat at one seat."""
+
+    player: int  # the OpenSpiel player id the agent played as
+    games: int
+    wins: int
+    draws: int
+    losses: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """Win/draw/loss of an agent against an opponent in a two-player game, from the agent's side."""
+
+    game: str  # canonical game name, e.g. "openspiel:tic_tac_toe"
+    opponent: str  # the opponent spec as given
+    seed: int
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    win_rate: float
+    draw_rate: float
+    loss_rate: float
+    win_rate_ci: tuple[float, float]  # 95% Wilson score interval
+    loss_rate_ci: tuple[float, float]  # 95% Wilson score interval
+    per_seat: tuple[SeatRecord, ...]  # one record per seat, player 0 first
+    kind: str = "two_player"
+    # Uniformly random plies before the players take over; games 2k and 2k+1 share one opening
+    # with the seats swapped (deterministic players otherwise replay the same two games).
+    opening_moves: int = 0
+
+    @classmethod
+    def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...],
+                   opening_moves: int = 0) -> "EvalResult":
+        """Totals, rates and intervals derived from the per-seat counts."""
+        games = sum(s.games for s in per_seat)
+        wins, draws, losses = (sum(getattr(s, k) for s in per_seat) for k in ("wins", "draws", "losses"))
+        return cls(
+            game=game,
+            opponent=opponent,
+            seed=seed,
+            games=games,
+            wins=wins,
+            draws=draws,
+            losses=losses,
+            win_rate=wins / games,
+            draw_rate=draws / games,
+            loss_rate=losses / games,
+            win_rate_ci=wilson_interval(wins, games),
+            loss_rate_ci=wilson_interval(losses, games),
+            per_seat=tuple(per_seat),
+            opening_moves=opening_moves,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EvalResult":
+        data = json.loads(text)
+        data["win_rate_ci"] = tuple(data["win_rate_ci"])
+        data["loss_rate_ci"] = tuple(data["loss_rate_ci"])
+        data["per_seat"] = tuple(SeatRecord(**seat) for seat in data["per_seat"])
+        return cls(**data)
+
+    def format_table(self) -> str:
+        header = f"{self.game} vs {self.opponent}: {self.games} games, seed {self.seed}"
+        if self.opening_moves:
+            header += f", {self.opening_moves} random opening plies per pair of games"
+        columns = f"{'':<12} {'games':>5} {'wins':>5} {'draws':>5} {'losses':>6}   {'win rate (95% CI)':<22} loss rate (95% CI)"
+        rows = [header, columns]
+
+        def row(label, games, wins, draws, losses):
+            win_lo, win_hi = wilson_interval(wins, games)
+            loss_lo, loss_hi = wilson_interval(losses, games)
+            win = f"{wins / games:.3f} [{win_lo:.3f}, {win_hi:.3f}]" if games else "-"
+            loss = f"{losses / games:.3f} [{loss_lo:.3f}, {loss_hi:.3f}]" if games else "-"
+            return f"{label:<12} {games:>5} {wins:>5} {draws:>5} {losses:>6}   {win:<22} {loss}"
+
+        for seat in self.per_seat:
+            rows.append(row(f"as player {seat.player}", seat.games, seat.wins, seat.draws, seat.losses))
+        rows.append(row("total", self.games, self.wins, self.draws, self.losses))
+        return "\n".join(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReturnResult:
+    """Episode returns of an agent in a one-player game."""
+
+    game: str
+    seed: int  # episode i was played with seed + i
+    games: int  # episodes played
+    returns: tuple[float, ...]  # one per episode, in order
+    mean_return: float
+    std_return: float  # sample standard deviation (0 for a single episode)
+    mean_return_ci: tuple[float, float] | None  # 95% normal-approximation interval; None for one episode
+    kind: str = "single_player"
+
+    @classmethod
+    def from_returns(cls, *, game: str, seed: int, returns: list[float]) -> "ReturnResult":
+        values = [float(r) for r in returns]
+        return cls(
+            game=game,
+            seed=seed,
+            games=len(values),
+            returns=tuple(values),
+            mean_return=float(np.mean(values)),
+            std_return=float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            mean_return_ci=_mean_interval(values),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ReturnResult":
+        data = json.loads(text)
+        data["returns"] = tuple(data["returns"])
+        if data["mean_return_ci"] is not None:
+            data["mean_return_ci"] = tuple(data["mean_return_ci"])
+        return cls(**data)
+
+    def format_table(self) -> str:
+        if self.mean_return_ci is None:
+            spread = "(one episode: no interval)"
+        else:
+            lo, hi = self.mean_return_ci
+            spread = f"± {(hi - lo) / 2:.3f}  (95% CI [{lo:.3f}, {hi:.3f}])"
+        return "\n".join(
+            [
+                f"{self.game}: {self.games} episodes, seeds {self.seed}..{self.seed + self.games - 1}",
+                f"mean return {self.mean_return:.3f} {spread}",
+                f"std {self.std_return:.3f}, min {min(self.returns):.3f}, max {max(self.returns):.3f}",
+            ]
+        )
+
+
+def result_from_json(text: str) -> EvalResult | ReturnResult:
+    """Reads back either result from its `to_json()`."""
+    kind = json.loads(text).get("kind")
+    if kind == "two_player":
+        return EvalResult.from_json(text)
+    if kind == "single_player":
+        return ReturnResult.from_json(text)
+    raise MooziError(f"not an evaluation result: kind {kind!r}, expected two_player or single_player")
+
+
+# ------------------------------------------------------------------ opponents
+class _MinimaxBot(pyspiel.Bot):
+    """Perfect play from a solved table; random (seeded) among equally good moves so games vary."""
+
+    def __init__(self, solver: MinimaxSolver, seed: int):
+        pyspiel.Bot.__init__(self)
+        self._solver = solver
+        self._rng = np.random.default_rng(seed)
+
+    def restart_at(self, state):
+        pass
+
+    def step(self, state):
+        legal = state.legal_actions()
+        values = self._solver.action_values_from_state(state)[legal]
+        best = [a for a, v in zip(legal, values) if v >= values.max() - 1e-6]
+        return int(self._rng.choice(best))
+
+
+def _too_large(game: pyspiel.Game) -> str | None:
+    """Why minimax cannot solve `game` here, or None when it is small enough.
+
+    Counts distinct non-terminal states depth-first (children made one at a time,
+    so memory stays at one path) until a state or time budget runs out.
+    """
+    deadline = time.monotonic() + _MAX_COUNT_SECONDS
+    root = game.new_initial_state()
+    seen = {str(root)}
+    stack = [(root, iter(root.legal_actions()))]
+    while stack:
+        state, actions = stack[-1]
+        action = next(actions, None)
+        if action is None:
+            stack.pop()
+            continue
+        child = state.child(action)
+        if child.is_terminal():
+            continue
+        key = str(child)
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > _MAX_SOLVE_STATES or time.monotonic() > deadline:
+            return f"it is too large (over {len(seen)} positions counted before giving up; minimax solves up to {_MAX_SOLVE_STATES})"
+        stack.append((child, iter(child.legal_actions())))
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _solved(game_string: str) -> MinimaxSolver:
+    """OpenSpiel's minimax solver with its table filled; cached so both seats and repeated evals share one solve."""
+    game = pyspiel.load_game(game_string)
+    game_type = game.get_type()
+    reason = None
+    if game.num_players() != 2 or game_type.utility != pyspiel.GameType.Utility.ZERO_SUM:
+        reason = "it is not a two-player zero-sum game"
+    elif game_type.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        reason = "it has chance moves"
+    elif game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+        reason = "it has hidden information"
+    else:
+        reason = _too_large(game)
+    if reason is not None:
+        name = game_string.removesuffix("()")
+        raise MooziError(f"the minimax opponent cannot solve {name}: {reason}; use mcts:N instead, e.g. mcts:1000")
+    solver = MinimaxSolver(game_string)
+    solver.solve()
+    return solver
+
+
+def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> pyspiel.Bot:
+    rng = np.random.RandomState(seed)
+    evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
+    try:
+        return mcts.MCTSBot(game, _MCTS_UCT_C, simulations, evaluator, solve=True, random_state=rng)
+    except ValueError as err:  # e.g. rewards before the end: OpenSpiel's MCTS needs terminal rewards
+        raise MooziError(f"the mcts opponent cannot play {game}: {err}") from None
+
+
+def _solver_bot(game: pyspiel.Game, seed: int) -> pyspiel.Bot:
+    if game.get_type().short_name != "connect_four":
+        name = str(game).removesuffix("()")
+        raise MooziError(f"the solver opponent plays only connect_four, not {name}; use minimax or mcts:N instead")
+    from moozi.evaluation.connect_four_solver import SolverBot, check_connect_four  # lazy: an optional extra
+
+    check_connect_four(game)
+    return SolverBot(seed)
+
+
+def _run_bot(run_dir: str, player_id: int) -> pyspiel.Bot:
+    if not pathlib.Path(run_dir).is_dir():
+        raise MooziError(f"run:DIR opponent: no run directory at {run_dir!r}")
+    from moozi.agent import load_agent  # lazy: loading an agent imports JAX and the network
+
+    return load_agent(run_dir).as_openspiel_bot(player_id)
+
+
+def make_opponent(spec: str, game: pyspiel.Game, player_id: int, seed: int) -> pyspiel.Bot:
+    """The OpenSpiel bot that `spec` names, playing as `player_id` in `game`.
+
+    random: uniform over legal moves. minimax: perfect play (small deterministic
+    games only), random among optimal moves. mcts:N: OpenSpiel's MCTS with N
+    random-rollout simulations (uct_c=2, solving). solver: perfect play in
+    connect_four (bitbully), random among the best moves. run:DIR: another trained run.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise MooziError(f"an opponent must be one of {OPPONENT_FORMS}; got {spec!r}")
+    kind, sep, argument = spec.strip().partition(":")
+    kind, argument = kind.strip().lower(), argument.strip()
+    if kind == "solver" and not sep:
+        return _solver_bot(game, seed)
+    if kind in ("random", "minimax") and not sep:
+        if kind == "random":
+            return pyspiel.make_uniform_random_bot(player_id, seed)
+        return _MinimaxBot(_solved(str(game)), seed)
+    if kind == "mcts":
+        if not argument.isdigit() or int(argument) < 1:
+            raise MooziError(f"mcts:N needs a positive integer N (simulations per move, e.g. mcts:100); got {spec!r}")
+        return _mcts_bot(game, int(argument), seed)
+    if kind == "run":
+        if not argument:
+            raise MooziError(f"run:DIR needs the directory of a trained run, e.g. run:runs/ttt; got {spec!r}")
+        return _run_bot(argument, player_id)
+    raise MooziError(f"unknown opponent {spec!r}; use {OPPONENT_FORMS}")
+
+
+# ------------------------------------------------------------------ evaluation
+def random_opening(game: pyspiel.Game, plies: int, rng: np.random.RandomState) -> pyspiel.State:
+    """The state after up to `plies` uniformly random moves (chance outcomes by their odds); it stops
+    early rather than end the game, so the players always get a move."""
+    state = game.new_initial_state()
+    played = 0
+    while played < plies and not state.is_terminal():
+        if state.is_chance_node():
+            outcomes, probabilities = zip(*state.chance_outcomes())
+            state.apply_action(int(rng.choice(outcomes, p=probabilities)))
+            continue
+        for action in rng.permutation(state.legal_actions()):
+            child = state.child(int(action))
+            if not child.is_terminal():
+                state = child
+                break
+        else:
+            break
+        played += 1
+    return state
+
+
+def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: str, num_games: int, seed: int,
+                         opening_moves: int = 0):
+    # Build every bot before the first game, so a bad opponent fails fast and
+    # the seat of every game is fixed up front: game i has the agent at seat i % 2.
+    seats = [i % 2 for i in range(num_games)]
+    bots = {}
+    for seat in (0, 1):
+        if seat in seats:
+            other = 1 - seat
+            pair = [None, None]
+            pair[other] = make_opponent(opponent, game, other, seed + other)  # first: specs are cheap to check
+            pair[seat] = agent.as_openspiel_bot(seat)
+            bots[seat] = pair
+    counts = {seat: [0, 0, 0] for seat in (0, 1)}  # wins, draws, losses
+    chance_rng = np.random.RandomState(seed)  # chance outcomes, shared by all games
+    opening_rng = np.random.RandomState(seed + 104729)  # its own stream: openings don't shift chance outcomes
+    start = game.new_initial_state()
+    for i, seat in enumerate(seats):
+        if opening_moves and i % 2 == 0:
+            start = random_opening(game, opening_moves, opening_rng)
+        returns = evaluate_bots.evaluate_bots(start.clone(), bots[seat], chance_rng)
+        outcome = returns[seat] - returns[1 - seat]
+        counts[seat][0 if outcome > 0 else 1 if outcome == 0 else 2] += 1
+    per_seat = tuple(SeatRecord(seat, seats.count(seat), *counts[seat]) for seat in (0, 1))
+    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=per_seat,
+                                 opening_moves=opening_moves)
+
+
+def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
+             opening_moves: int = 0) -> EvalResult | ReturnResult:
+    """Plays `num_games` games and summarises them.
+
+    Two-player OpenSpiel games: the agent plays seats 0 and 1 alternately
+    against `opponent` (see `make_opponent`), each pair of games from the same
+    start: the initial state, or `opening_moves` random plies into the game
+    (`random_opening`). One-player games: episode i is
+    `agent.play_episode(env, seed + i)` and `opponent` is ignored.
+    """
+    if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 1:
+        raise MooziError(f"the number of games must be a positive integer, got {num_games!r}")
+    if isinstance(opening_moves, bool) or not isinstance(opening_moves, int) or opening_moves < 0:
+        raise MooziError(f"the number of opening moves must be a non-negative integer, got {opening_moves!r}")
+    canonical, env = make_played_env(game_name)
+    try:
+        if env.spec.num_players == 1:
+            returns = [float(agent.play_episode(env, seed + i)) for i in range(num_games)]
+            return ReturnResult.from_returns(game=canonical, seed=seed, returns=returns)
+        game = getattr(env, "game", None)
+        if not isinstance(game, pyspiel.Game):
+            raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
+        return _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
+    finally:
+        env.close()

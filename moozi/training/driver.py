@@ -1,0 +1,519 @@
+"""The driver (thesis 5.2.1): builds every role from one Config and moves data between them.
+
+Synchronous schedule (Cleanba 4.2). At iteration i the rollout workers act
+with parameter version v_{i-1} while the parameter optimizer turns batches
+sampled from the data of iterations < i into version v_i; then priorities go
+back to the replay buffer, the new trajectories are added, and v_i becomes
+the workers' next version. Every batch therefore comes from known policy
+versions, and the same seed and config give the same metrics on the inline
+and the Ray backend. Checkpoints are taken only between iterations, so a
+resumed run continues exactly where the stopped one was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+import signal
+import sys
+import time
+
+import numpy as np
+
+from moozi._version import __version__
+from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
+from moozi.config import Config, load_saved_config, save_config
+from moozi.core.types import sub_state
+from moozi.errors import MooziError
+from moozi.evaluation.intervals import Z_95
+from moozi.runs.metrics_log import MetricsLogger
+from moozi.training.backends import RoleDiedError, make_backend
+from moozi.builders import env_spec
+from moozi.training.roles.parameter_optimizer import ParameterOptimizer
+from moozi.training.roles.replay import ReplayRole
+from moozi.envs.registry import is_jax_native
+from moozi.training.roles.anakin_self_play import AnakinRolloutWorker
+from moozi.training.roles.reanalyze import ReanalyzeRolloutWorker
+from moozi.training.roles.self_play import TrainingRolloutWorker
+from moozi.training.roles.testing import TestingRolloutWorker
+
+
+@dataclasses.dataclass
+class Counters:
+    iteration: int = 0
+    updates: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    tests: int = 0
+    reanalyzed_steps: int = 0
+    elapsed_seconds: float = 0.0  # training time summed over every invocation of the run
+
+    def as_array(self) -> np.ndarray:
+        return np.asarray(
+            [self.iteration, self.updates, self.env_steps, self.episodes, self.tests, self.reanalyzed_steps],
+            np.int64,
+        )
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> "Counters":
+        return cls(**{f.name: meta["counters"][f.name] for f in dataclasses.fields(cls)})
+
+
+class Driver:
+    def __init__(
+        self,
+        config: Config,
+        run_dir: str | pathlib.Path,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+    ):
+        self.run_dir = pathlib.Path(run_dir)
+        if not resume:
+            # A misspelt or unsupported game must fail before anything is written, so a bad
+            # command leaves no half-made run directory behind.
+            env_spec(config)
+        self._prepare_run_dir(resume)
+        if resume:
+            saved = load_saved_config(self.run_dir / "config.json")
+            # Stopping rules may change on resume; everything that shapes learning may not.
+            config = dataclasses.replace(saved, train=dataclasses.replace(
+                saved.train, max_minutes=config.train.max_minutes, max_env_steps=config.train.max_env_steps
+            ), backend=config.backend)
+        self.config = config
+        save_config(config, self.run_dir / "config.json")
+        self.spec = env_spec(config)
+        self.progress = progress
+        self.counters = Counters()
+        self._stop_reason: str | None = None
+        self._backend = make_backend(config.backend.kind, config.backend)
+        b = config.backend
+        self.parameter_optimizer = self._backend.start(
+            "parameter_optimizer", ParameterOptimizer, config, resources={"num_cpus": b.learner_cpus, "num_gpus": b.learner_gpus}
+        )
+        self.replay = self._backend.start("replay_buffer", ReplayRole, config, resources={"num_cpus": b.replay_cpus})
+        self.workers = [
+            self._backend.start(
+                f"training_rollout_worker_{i}",
+                training_worker_class(config),
+                config,
+                i,
+                resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus},
+            )
+            for i in range(config.train.num_training_workers)
+        ]
+        self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
+        self._restored_window = None
+        self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
+        self.reanalyzer = None
+        if config.train.reanalyze_fraction > 0:
+            self.reanalyzer = self._backend.start(
+                "reanalyze_rollout_worker", ReanalyzeRolloutWorker, config, resources={"num_cpus": b.rollout_worker_cpus}
+            )
+        resume_step = None
+        if resume:
+            resume_step = self._restore()
+        # A run that starts from the beginning owns its log: lines of an earlier attempt that
+        # never reached a checkpoint would otherwise mix with its own (-1 drops every line).
+        self.logger = MetricsLogger(self.run_dir, resume_from_step=-1 if resume_step is None else resume_step)
+
+    # --- run directory and checkpoints ------------------------------------------------
+    def _prepare_run_dir(self, resume: bool) -> None:
+        run_dir = self.run_dir
+        if resume and not (run_dir / "config.json").exists():
+            raise MooziError(f"cannot resume: {run_dir} has no config.json (not a moozi run directory)")
+        if not resume and (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+            raise MooziError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            probe = run_dir / ".write_test"
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as e:
+            raise MooziError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
+
+    def _meta(self) -> dict:
+        return {
+            "game": self.spec.name,
+            "moozi_version": __version__,
+            "counters": dataclasses.asdict(self.counters),
+        }
+
+    def checkpoint(self, window: "_Window | None" = None) -> pathlib.Path:
+        get = self._backend.get
+        train_state = get(self.parameter_optimizer.call("get_state"))
+        arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
+        for i, worker in enumerate(self.workers):
+            state = self._worker_get(i, worker.call("state_dict"), "state_dict")
+            arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
+        meta = self._meta()
+        if window is not None:
+            # The metrics of updates since the last log line: a resumed run logs the same averages.
+            meta["log_window"] = window.state()
+        return save_checkpoint(
+            self.run_dir, self.counters.updates, train_state=train_state, arrays=arrays, meta=meta,
+            keep=self.config.train.keep_checkpoints,
+        )
+
+    def _keep_if_best(self, test_metrics: dict) -> None:
+        """Saves the tested parameters as the best checkpoint unless they test measurably worse
+        than the best test so far (`next_best`)."""
+        name, score, se = strength_score(test_metrics, self.config.train.test_episodes)
+        if name is None:
+            return
+        best = next_best(self._best, name, score, se, self.counters.updates)
+        if best is None:
+            return
+        self._best = best
+        train_state = self._backend.get(self.parameter_optimizer.call("get_state"))
+        meta = {**self._meta(), "best": best, "test_metrics": test_metrics}
+        save_best_checkpoint(self.run_dir, self.counters.updates, train_state=train_state, meta=meta)
+
+    def _restore(self) -> int | None:
+        """Loads the latest checkpoint into every role; returns its step, or None when the run
+        stopped before its first checkpoint (then it starts from the beginning)."""
+        path = latest_checkpoint(self.run_dir)
+        if path is None and not any(self.run_dir.glob("checkpoints/ckpt-*")):
+            # Killed before its first checkpoint: nothing is lost by starting again, and
+            # `--resume` keeps working after a kill at any moment.
+            print(f"{self.run_dir} has no checkpoint yet: starting from the beginning", file=sys.stderr)
+            return None
+        if path is None:
+            raise MooziError(f"cannot resume: {self.run_dir} has no complete checkpoint")
+        template = self._backend.get(self.parameter_optimizer.call("get_state"))
+        train_state, arrays, meta = load_checkpoint(
+            path, train_state_template=template, expected_meta={"game": self.spec.name}
+        )
+        self._backend.get(self.parameter_optimizer.call("set_state", train_state))
+        self._backend.get(self.replay.call("load_state_dict", sub_state(arrays, "replay/")))
+        for i, worker in enumerate(self.workers):
+            self._backend.get(worker.call("load_state_dict", sub_state(arrays, f"worker{i}/")))
+        self.counters = Counters.from_meta(meta)
+        self._restored_window = meta.get("log_window")
+        best = best_checkpoint(self.run_dir)
+        if best is not None:
+            self._best = json.loads((best / "meta.json").read_text()).get("best")
+        return self.counters.updates
+
+    # --- the loop ----------------------------------------------------------------------
+    def _install_signal_handlers(self):
+        previous = {}
+
+        def request_stop(signum, frame):
+            self._stop_reason = f"signal {signal.Signals(signum).name}"
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, request_stop)
+            except ValueError:  # not the main thread
+                pass
+        return previous
+
+    def _should_stop(self, started: float) -> str | None:
+        train = self.config.train
+        if self._stop_reason:
+            return self._stop_reason
+        if train.max_env_steps is not None and self.counters.env_steps >= train.max_env_steps:
+            return "max_env_steps"
+        if train.max_minutes is not None and time.monotonic() - started >= 60 * train.max_minutes:
+            return "max_minutes"
+        return None
+
+    def run(self) -> dict:
+        """Iterations until a stop condition; returns the last metrics, the stop reason and the counters.
+
+        Each iteration: launch the update, the rollouts and reanalyze on
+        parameter version v_{i-1}; collect them into the buffer; fetch v_i;
+        then test, log and checkpoint when each is due.
+        """
+        counters, train = self.counters, self.config.train
+        previous_handlers = self._install_signal_handlers()
+        started = time.monotonic()
+        elapsed_before = counters.elapsed_seconds
+        last_checkpoint = time.monotonic()
+        window = _Window.from_state(self._restored_window)
+        params = self._backend.get(self.parameter_optimizer.call("get_params"))
+        ready = self._backend.get(self.replay.call("ready"))
+        next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
+        last_metrics: dict[str, float] = {}
+        try:
+            while (reason := self._should_stop(started)) is None:
+                t_iter = time.perf_counter()
+                version = counters.updates
+                params_ref = self._backend.put(params)
+                pending = self._launch_iteration(params_ref, version, ready, window)
+                ready = self._collect_iteration(pending, params_ref, version, window)
+                t_params = time.perf_counter()
+                params = self._backend.get(self.parameter_optimizer.call("get_params"))
+                window.add("param_fetch_seconds", time.perf_counter() - t_params)
+                counters.iteration += 1
+                window.add("iteration_seconds", time.perf_counter() - t_iter)
+                if next_test is not None and counters.updates >= next_test:
+                    self._test(params, last_metrics)
+                    next_test += train.test_every_updates
+                if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
+                    self._log(window, started, last_metrics)
+                    window = _Window()
+                if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                    counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+                    self.checkpoint(window)
+                    last_checkpoint = time.monotonic()
+            counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+            path = self.checkpoint(window)
+            if self.progress:
+                print(file=sys.stderr)
+            self.logger.flush()
+            return {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+        finally:
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+            self.logger.close()
+
+    def _launch_iteration(self, params_ref, version: int, ready: bool, window: "_Window") -> "_Pending":
+        """Starts the iteration's calls: the update (once the buffer is ready), every training
+        worker's rollout with version `version`, and reanalyze's share of trajectories."""
+        train, backend = self.config.train, self._backend
+        update = None
+        if ready:
+            batches = self.replay.call("sample_batches", train.updates_per_iteration, train.batch_size)
+            update = self.parameter_optimizer.call("update", backend.resolve_arg(batches))
+        rollouts = [w.call("run", params_ref, train.rollout_steps, version) for w in self.workers]
+        reanalyze = None
+        if self.reanalyzer is not None and ready:
+            fresh_steps = train.rollout_steps * self.config.env.num_envs * train.num_training_workers
+            share = train.reanalyze_fraction / (1.0 - train.reanalyze_fraction)
+            steps = int(round(share * fresh_steps))
+            trajectories = self.replay.call("sample_trajectories", max(1, steps // max(self._mean_episode_length(window), 1)))
+            reanalyze = self.reanalyzer.call("run", params_ref, backend.resolve_arg(trajectories))
+        return _Pending(rollouts, update, reanalyze)
+
+    def _collect_iteration(self, pending: "_Pending", params_ref, version: int, window: "_Window") -> bool:
+        """Waits for the iteration's calls, feeds their results to the buffer and the counters;
+        returns whether the buffer is ready to sample."""
+        counters, get = self.counters, self._backend.get
+        t_wait = time.perf_counter()
+        results = self._rollout_results(pending.rollouts, params_ref, version)
+        window.add("wait_rollout_seconds", time.perf_counter() - t_wait)
+        if pending.update is not None:
+            t_wait = time.perf_counter()
+            update = get(pending.update)
+            window.add("wait_learner_seconds", time.perf_counter() - t_wait)
+            self.replay.call("update_priorities", update)
+            counters.updates = update.version
+            window.add_metrics(update.metrics, count=len(update.priorities))
+            window.add("learner_seconds", update.seconds)
+        if pending.reanalyze is not None:
+            reanalysed = get(pending.reanalyze)
+            steps = get(self.replay.call("replace_search_statistics", reanalysed))
+            counters.reanalyzed_steps += steps
+            window.add("reanalyzed_steps", steps)
+        get(self.replay.call("add_rollouts", results))
+        for result in results:
+            counters.env_steps += result.env_steps
+            counters.episodes += len(result.trajectories)
+            window.add_rollout(result)
+        return get(self.replay.call("ready"))
+
+    def _test(self, params, last_metrics: dict) -> None:
+        """One run of the testing worker, logged; keeps the parameters as the best if they are."""
+        counters, train = self.counters, self.config.train
+        seed = self.config.seed + 7919 * counters.tests
+        test_metrics = self._backend.get(self.tester.call("run", params, train.test_episodes, seed))
+        counters.tests += 1
+        self.logger.write(counters.updates, test_metrics, role="test")
+        last_metrics.update(test_metrics)
+        if train.keep_best:
+            self._keep_if_best(test_metrics)
+
+    def _log(self, window: "_Window", started: float, last_metrics: dict) -> None:
+        """The window's summary and the buffer's statistics as one metrics row (and the progress line)."""
+        metrics = window.summary(self.counters)
+        metrics.update(self._backend.get(self.replay.call("stats")))
+        self.logger.write(self.counters.updates, metrics)
+        last_metrics.update(metrics)
+        if self.progress:
+            self._print_progress(started, last_metrics)
+
+    def _rollout_results(self, futures, params_ref, version) -> list:
+        steps = self.config.train.rollout_steps
+        return [self._worker_get(i, f, "run", params_ref, steps, version) for i, f in enumerate(futures)]
+
+    def _worker_get(self, i: int, future, method: str, *args):
+        """The value of training worker i's `future` (a call of `method` with `args`). If the worker's
+        process died, a replacement (same index, fresh envs) makes the call again: what the dead one
+        had not returned is dropped whole, so no step is counted twice or half-written."""
+        try:
+            return self._backend.get(future)
+        except RoleDiedError as e:
+            if e.role != self.workers[i].name:
+                raise
+            print(f"{e.role} died; a replacement takes its place", file=sys.stderr)
+            self.workers[i] = self._backend.restart(self.workers[i])
+            return self._backend.get(self.workers[i].call(method, *args))
+
+    def _mean_episode_length(self, window) -> int:
+        return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)
+
+    def _print_progress(self, started: float, metrics: dict) -> None:
+        train = self.config.train
+        elapsed = time.monotonic() - started
+        fractions = []
+        if train.max_minutes:
+            fractions.append(elapsed / (60 * train.max_minutes))
+        if train.max_env_steps:
+            fractions.append(self.counters.env_steps / train.max_env_steps)
+        eta = ""
+        if fractions and max(fractions) > 0:
+            remaining = elapsed * (1 - max(fractions)) / max(fractions)
+            eta = f" ETA {_clock(max(remaining, 0))}"
+        parts = [
+            f"{_clock(elapsed)}{eta}",
+            f"upd {self.counters.updates}",
+            f"env {self.counters.env_steps}",
+        ]
+        for key, label in (
+            ("total_loss", "loss"),
+            ("episode_return", "return"),
+            ("test_return", "test"),
+            ("test_win_rate", "win"),
+            ("env_steps_per_s", "env/s"),
+        ):
+            if key in metrics and metrics[key] is not None and math.isfinite(metrics[key]):
+                parts.append(f"{label} {metrics[key]:.3g}")
+        line = " | ".join(parts)
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(line.ljust(100), end=end, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        for handle in [*self.workers, self.tester, self.reanalyzer, self.parameter_optimizer, self.replay]:
+            if handle is not None and self._backend.kind == "inline":
+                handle.drain()
+                close = getattr(handle.obj, "close", None)
+                if close:
+                    close()
+        self._backend.shutdown()
+
+
+class _Window:
+    """Sums of metrics between two log lines (throughput, waits, losses)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.updates = 0
+        self.iterations = 0
+        self.env_steps = 0
+
+    def state(self) -> dict:
+        return {
+            "sums": self.sums,
+            "counts": self.counts,
+            "updates": self.updates,
+            "iterations": self.iterations,
+            "env_steps": self.env_steps,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict | None) -> "_Window":
+        window = cls()
+        if state:
+            window.sums = {k: float(v) for k, v in state["sums"].items()}
+            window.counts = {k: int(v) for k, v in state["counts"].items()}
+            window.updates, window.iterations, window.env_steps = state["updates"], state["iterations"], state["env_steps"]
+        return window
+
+    def add(self, key: str, value: float, count: int = 1) -> None:
+        self.sums[key] = self.sums.get(key, 0.0) + float(value)
+        self.counts[key] = self.counts.get(key, 0) + count
+        if key == "iteration_seconds":
+            self.iterations += 1
+
+    def add_metrics(self, metrics: dict, count: int) -> None:
+        self.updates += count
+        for key, value in metrics.items():
+            self.add(key, value * count, count)
+
+    def add_rollout(self, result) -> None:
+        self.env_steps += result.env_steps
+        for key, value in result.metrics.items():
+            if key in ("env_steps", "episodes"):
+                continue
+            self.add(key, value)
+
+    def mean(self, key: str) -> float | None:
+        return self.sums[key] / self.counts[key] if self.counts.get(key) else None
+
+    def summary(self, counters: Counters) -> dict[str, float]:
+        seconds = max(time.perf_counter() - self.start, 1e-9)
+        out = {}
+        for key in self.sums:
+            if key.endswith("_seconds") or key == "reanalyzed_steps":
+                out[key] = self.sums[key]
+            else:
+                out[key] = self.mean(key)
+        out["env_steps_per_s"] = self.env_steps / seconds
+        out["searches_per_s"] = self.env_steps / seconds  # one search per env step
+        out["updates_per_s"] = self.updates / seconds
+        out["env_steps"] = float(counters.env_steps)
+        out["episodes"] = float(counters.episodes)
+        out["policy_version"] = float(counters.updates)
+        return out
+
+
+def strength_score(test_metrics: dict, episodes: int) -> tuple[str | None, float, float]:
+    """(name, score, standard error) of the in-training test that picks the best checkpoint:
+    Connect Four's solver keeps-result rate (a fixed labelled set, so no game noise), else the
+    score against the random player (win + draw / 2), else the mean return. The error of a rate
+    comes from its logged 95% Wilson interval, which stays honest at 0 and 1."""
+    if "test_solver_keeps_result" in test_metrics:
+        half = (test_metrics["test_solver_keeps_result_ci_high"] - test_metrics["test_solver_keeps_result_ci_low"]) / 2
+        return "test_solver_keeps_result", float(test_metrics["test_solver_keeps_result"]), half / Z_95
+    if "test_win_rate" in test_metrics:
+        score = test_metrics["test_win_rate"] + 0.5 * test_metrics.get("test_draw_rate", 0.0)
+        half = (test_metrics["test_win_rate_ci_high"] - test_metrics["test_win_rate_ci_low"]) / 2
+        return "test_score", float(score), half / Z_95
+    if "test_return" in test_metrics:
+        se = test_metrics.get("test_return_std", 0.0) / math.sqrt(max(episodes, 1))
+        return "test_return", float(test_metrics["test_return"]), float(se)
+    return None, 0.0, 0.0
+
+
+def next_best(best: dict | None, name: str, score: float, se: float, update: int) -> dict | None:
+    """The new best-checkpoint record, or None to keep `best`.
+
+    The newest tested parameters become the best unless they are measurably worse (95%, the
+    difference of two independent estimates) than the peak: the highest score tested so far.
+    Keeping the single highest score instead would keep whichever early checkpoint the test's
+    noise flattered (on Connect Four a 200-update checkpoint stayed "best" over a 1,300-update
+    one that beat random 88 to 77 games); measuring against the peak, not the current best,
+    keeps a slow decline from passing unnoticed one small step at a time.
+    """
+    peak = best["peak"] if best is not None and best["name"] == name else None
+    if peak is not None and score < peak["score"] - Z_95 * math.hypot(se, peak["se"]):
+        return None
+    if peak is None or score > peak["score"]:
+        peak = {"score": score, "se": se, "update": update}
+    return {"name": name, "score": score, "se": se, "update": update, "peak": peak}
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def training_worker_class(config: Config) -> type:
+    """The training rollout worker for the config's game: `AnakinRolloutWorker` for JAX-native
+    games (the whole self-play segment is one jitted program), `TrainingRolloutWorker` otherwise."""
+    return AnakinRolloutWorker if is_jax_native(config.game) else TrainingRolloutWorker
+
+
+@dataclasses.dataclass
+class _Pending:
+    """The calls of one iteration in flight (backend futures)."""
+
+    rollouts: list
+    update: object = None
+    reanalyze: object = None

@@ -1,0 +1,102 @@
+"""The testing rollout worker (thesis 5.2.14): the greedy agent measured during training."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from moozi.builders import env_spec, make_acting, make_vector_env, searches_env_state
+from moozi.config import Config
+from moozi.core.history import init_history
+from moozi.core.planner import greedy_planner_config
+from moozi.envs.base import random_legal_actions
+from moozi.evaluation.intervals import wilson_interval
+from moozi.evaluation.position_eval import CONNECT_FOUR_GAMES, PositionsEvaluator, test_positions
+
+
+class TestingRolloutWorker:
+    """Greedy evaluation during training (thesis 5.2.14).
+
+    One-player games: mean return over `episodes` episodes. Two-player games:
+    win/draw/loss rate against a uniform-random player, half the games in
+    each seat. Episodes run as one batch, each env until its first episode
+    ends, so a test costs one batched search per step. Connect Four also
+    measures the greedy move on a fixed subset of the solver-labelled
+    positions (`test_solver_*`, `test_value_sign_accuracy`; moozi/evaluation/).
+    """
+
+    __test__ = False  # a role, not a pytest test class (its name starts with Test)
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.spec = env_spec(config)
+        self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
+        self._needs_env_state = searches_env_state(config)
+        self._positions = None
+        if self.spec.name in CONNECT_FOUR_GAMES:
+            # Read now, so a missing data file stops the run before training, not at its first test.
+            self._positions = test_positions()
+        self._position_evaluators = {}  # batch size -> PositionsEvaluator: inputs built once per size
+
+    def run(self, params, episodes: int, seed: int) -> dict[str, float]:
+        spec = self.spec
+        env = make_vector_env(self.config, episodes, seed)
+        try:
+            rng = np.random.default_rng(seed)
+            key = jax.random.key(seed)
+            history = init_history(episodes, self.config.targets.history_length, spec.obs_shape)
+            step = env.reset()
+            last_action = np.zeros(episodes, np.int32)
+            agent_seat = np.arange(episodes) % 2  # two-player games: alternate seats
+            done = np.zeros(episodes, bool)
+            total = np.zeros(episodes, np.float64)
+            outcome = np.zeros(episodes, np.float64)  # two-player: +1 win, 0 draw, -1 loss for the agent
+            steps = 0
+            while not done.all() and steps < self.config.train.test_max_steps:
+                key, sub = jax.random.split(key)
+                env_state = env.state if self._needs_env_state else None
+                history, out = self._act(params, history, step, last_action, env_state, sub)
+                action = np.asarray(out.action, np.int32)
+                if spec.is_two_player:
+                    random_action = random_legal_actions(rng, step.legal_actions)
+                    opponent_turn = step.to_play != agent_seat
+                    action = np.where(opponent_turn & ~step.is_last, random_action, action)
+                live = ~done
+                total[live] += step.reward[live]
+                ended = step.is_last & live
+                if spec.is_two_player and ended.any():
+                    # The reward belongs to the player who just acted: the one not to play now.
+                    mover_is_agent = step.to_play != agent_seat
+                    signed = np.where(mover_is_agent, step.reward, -step.reward)
+                    outcome[ended] = np.sign(signed[ended])
+                done |= step.is_last
+                if done.all():
+                    break
+                step = env.step(action, step.is_last)
+                last_action = action
+                steps += 1
+        finally:
+            env.close()
+        if spec.is_two_player:
+            win_low, win_high = wilson_interval(int(np.sum(outcome > 0)), episodes)
+            metrics = {
+                "test_win_rate": float(np.mean(outcome > 0)),
+                "test_win_rate_ci_low": win_low,  # 95% Wilson interval over the test's games
+                "test_win_rate_ci_high": win_high,
+                "test_draw_rate": float(np.mean(outcome == 0)),
+                "test_loss_rate": float(np.mean(outcome < 0)),
+            }
+            if self._positions is not None:
+                metrics.update(self._position_metrics(params, episodes, jax.random.key(seed)))
+            return metrics
+        return {"test_return": float(np.mean(total)), "test_return_std": float(np.std(total)),
+                "test_cut_episodes": float(np.sum(~done))}
+
+    def _position_metrics(self, params, batch_size: int, key) -> dict[str, float]:
+        # Searched in batches of the test's own size: the acting program compiled for the test
+        # games serves, and on a CPU k searches of B positions cost about one search of kB.
+        if batch_size not in self._position_evaluators:
+            self._position_evaluators[batch_size] = PositionsEvaluator(
+                self.config, self.spec, self._act, self._positions, batch_size=batch_size
+            )
+        return self._position_evaluators[batch_size].evaluate(params, key).test_metrics()

@@ -1,0 +1,89 @@
+"""Config: presets, strict overrides with errors naming the key and the allowed values, round-trips."""
+
+import json
+
+import pytest
+
+from moozi.config import Config, PRESET_OVERRIDES, build_config, config_from_dict, config_to_dict, load_saved_config, save_config
+from moozi.config.overrides import ConfigError, parse_set_arguments
+from moozi.core.planner import SearchPolicy
+
+
+def test_every_preset_builds():
+    for game in PRESET_OVERRIDES:
+        config = build_config(game)
+        assert config.game == game
+
+
+def test_override_types_are_parsed():
+    config = build_config(
+        "tic_tac_toe",
+        overrides={
+            "planner.num_simulations": "7",
+            "optimizer.learning_rate": "3e-4",
+            "planner.search_policy": "gumbel_muzero",
+            "network.mlp_hidden_sizes": "32,16",
+            "train.max_minutes": "none",
+        },
+    )
+    assert config.planner.num_simulations == 7
+    assert config.optimizer.learning_rate == pytest.approx(3e-4)
+    assert config.planner.search_policy is SearchPolicy.GUMBEL_MUZERO
+    assert config.network.mlp_hidden_sizes == (32, 16)
+    assert config.train.max_minutes is None
+
+
+def test_unknown_key_names_key_and_allowed():
+    with pytest.raises(ConfigError, match=r"planner\.num_simulation.*did you mean num_simulations"):
+        build_config("tic_tac_toe", overrides={"planner.num_simulation": "3"})
+    with pytest.raises(ConfigError, match=r"unknown config key 'plnner'.*allowed keys"):
+        build_config("tic_tac_toe", overrides={"plnner.num_simulations": "3"})
+
+
+def test_bad_value_names_key_and_allowed_values():
+    with pytest.raises(ConfigError, match=r"planner\.search_policy.*one of muzero, gumbel_muzero"):
+        build_config("tic_tac_toe", overrides={"planner.search_policy": "alphabeta"})
+    with pytest.raises(ConfigError, match=r"planner\.num_simulations.*an integer"):
+        build_config("tic_tac_toe", overrides={"planner.num_simulations": "many"})
+    with pytest.raises(ConfigError, match=r"backend\.kind.*'inline', 'ray'"):
+        build_config("tic_tac_toe", overrides={"backend.kind": "spark"})
+    with pytest.raises(ConfigError, match=r"env\.num_envs.*positive"):
+        build_config("tic_tac_toe", overrides={"env.num_envs": "0"})
+
+
+def test_set_argument_parsing():
+    assert parse_set_arguments(["a.b=1", "c = x=y"]) == {"a.b": "1", "c": "x=y"}
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_set_arguments(["novalue"])
+
+
+def test_saved_config_round_trip(tmp_path):
+    config = build_config("breakout", overrides={"seed": "5", "planner.search_policy": "gumbel_muzero"})
+    save_config(config, tmp_path / "config.json")
+    assert load_saved_config(tmp_path / "config.json") == config
+    assert config_from_dict(json.loads(json.dumps(config_to_dict(config)))) == config
+
+
+def test_config_file_toml_and_errors(tmp_path):
+    good = tmp_path / "c.toml"
+    good.write_text("seed = 3\n[planner]\nnum_simulations = 11\n")
+    config = build_config("tic_tac_toe", config_file=good)
+    assert (config.seed, config.planner.num_simulations) == (3, 11)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[planner\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        build_config("tic_tac_toe", config_file=bad)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        build_config("tic_tac_toe", config_file=tmp_path / "missing.toml")
+
+
+def test_defaults_are_the_thesis_network():
+    network = Config().network
+    assert (network.channels, network.representation_blocks, network.prediction_blocks, network.dynamics_blocks) == (32, 6, 1, 2)
+
+
+def test_value_transform_is_a_checked_setting():
+    config = build_config("connect_four", overrides={"network.support.transform": "identity"})
+    assert config.network.support.transform == "identity"
+    with pytest.raises(ConfigError, match=r"network\.support\.transform.*phi, identity"):
+        build_config("connect_four", overrides={"network.support.transform": "log"})

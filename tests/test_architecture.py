@@ -1,0 +1,153 @@
+"""The package's import structure (docs/architecture.md): no cycles, and imports run one way.
+
+Every `import` and `from ... import` of a moozi module is read from the source
+with `ast`, at module level and inside functions alike (a lazy import is still
+a dependency). Run this file alone to print the layers and their imports:
+
+    python -m pytest tests/test_architecture.py -s
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "moozi"
+
+# Lowest first: a module may import modules of its own layer or of any layer below it.
+LAYERS = [
+    ("moozi._version", "moozi.errors"),
+    ("moozi.envs",),
+    ("moozi.core",),
+    ("moozi.config",),
+    ("moozi.builders",),
+    ("moozi.runs",),
+    ("moozi.agent",),
+    ("moozi.evaluation",),
+    ("moozi.training",),
+    ("moozi.cli", "moozi"),
+]
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The moozi modules `path` imports (a `from pkg import name` counts as pkg.name when that is a module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "moozi")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "moozi":
+                continue
+            submodules = {f"{target}.{alias.name}" for alias in node.names} & modules
+            found.update(submodules or {target})
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imported_modules(p, modules) for p in paths}
+
+
+def layer_of(module: str) -> int:
+    """The index of the most specific layer prefix that names `module`."""
+    best, best_length = None, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    assert best is not None, f"{module} is in no layer of tests/test_architecture.py"
+    return best
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    )
+
+
+def test_the_package_has_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_imports_run_one_way_from_errors_up_to_the_cli():
+    graph = import_graph()
+    print()
+    for index, prefixes in enumerate(LAYERS):
+        members = sorted(m for m in graph if layer_of(m) == index)
+        below = sorted({layer_of(t) for m in members for t in graph[m] if layer_of(t) < index})
+        print(f"layer {index} {', '.join(prefixes)}: {len(members)} modules, imports layers {below or 'none'}")
+    assert upward_imports(graph) == []
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import():
+    graph = {"moozi.core.a": {"moozi.core.b"}, "moozi.core.b": {"moozi.core.a"}, "moozi.envs.x": {"moozi.training.y"}}
+    assert cycles(graph) == [["moozi.core.a", "moozi.core.b"]]
+    assert upward_imports(graph) == ["moozi.envs.x (layer 1) imports moozi.training.y (layer 8)"]
+
+
+def test_every_module_is_in_a_layer_and_the_graph_sees_lazy_imports():
+    graph = import_graph()
+    for module in graph:
+        layer_of(module)
+    # cli imports the driver inside a function: the graph must still see it.
+    assert "moozi.training.driver" in graph["moozi.cli"]
+
+
+@pytest.mark.parametrize("module, forbidden", [("moozi.agent", "moozi.training"), ("moozi", "jax")])
+def test_importing_does_not_pull_in(module, forbidden):
+    """Loading an agent does not import the training package; `import moozi` stays cheap."""
+    code = f"import sys, {module}; print(any(m == {forbidden!r} or m.startswith({forbidden!r} + '.') for m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
