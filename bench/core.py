@@ -162,6 +162,7 @@ def bench_train(network, batch: int, rounds: int, calls: int):
 
 
 def bench_replay():
+    """Replay bytes per stored step (proportional sampling) of the MinAtar-shaped bench game."""
     try:
         from moozi.core.replay import ReplayBuffer, ReplayConfig
         from moozi.core.targets import TargetConfig
@@ -173,6 +174,34 @@ def bench_replay():
         ReplayConfig(capacity=10_000, min_fill=0), TargetConfig(history_length=HISTORY, num_unroll_steps=UNROLL), spec, 0
     )
     return float(buffer.bytes_per_step())
+
+
+def bytes_per_stored_step_by_game() -> dict[str, dict[str, float]]:
+    """Per game: replay bytes per stored step at its preset's sampling, as stored now (8-bit frames
+    and binary planes as uint8) and as float32 observations would take (before issue 14)."""
+    import dataclasses
+
+    from moozi.builders import env_spec
+    from moozi.config import build_config
+    from moozi.core.replay import replay_bytes
+
+    table = {}
+    for game in ("atari:pong", "atari:breakout", "breakout", "asterix", "freeway", "seaquest", "space_invaders"):
+        try:
+            config = build_config(game)
+            spec = env_spec(config)
+        except Exception as error:  # a library that is not installed: say so, keep the rest
+            print(f"bytes per step {game}: skipped ({str(error).splitlines()[0]})", file=sys.stderr)
+            continue
+        as_float = dataclasses.replace(spec, binary_obs=False, obs_levels=None)
+        capacity = config.replay.capacity
+        table[game] = {
+            "stored": replay_bytes(config.replay, spec) / capacity,
+            "float32_obs": replay_bytes(config.replay, as_float) / capacity,
+            "capacity": capacity,
+            "gib_at_capacity": round(replay_bytes(config.replay, spec) / 2**30, 2),
+        }
+    return table
 
 
 def main(argv=None):
@@ -202,6 +231,10 @@ def main(argv=None):
         print(f"train      {train:10.3f} steps/s       (K={UNROLL}, compile {train_compile_s:.1f} s)")
     if bytes_per_step is not None:
         print(f"replay     {bytes_per_step:10.1f} bytes/step")
+    by_game = bytes_per_stored_step_by_game()
+    for game, row in by_game.items():
+        print(f"replay {game:16s} {row['stored']:9.1f} bytes/step stored ({row['float32_obs']:9.1f} with float32 obs); "
+              f"{row['gib_at_capacity']:.2f} GiB at the preset's capacity {row['capacity']:,}")
     result = {
         "device": f"{jax.default_backend()}:{jax.devices()[0].device_kind}",
         "batch": batch,
@@ -216,6 +249,7 @@ def main(argv=None):
         "train_batch": batch,
         "unroll_steps": UNROLL,
         "bytes_per_stored_step": bytes_per_step,
+        "bytes_per_stored_step_by_game": by_game,
         "quick": bool(args.quick),
     }
     print(json.dumps(result))

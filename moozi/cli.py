@@ -51,6 +51,11 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder)")
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
+    ev.add_argument("--episodes", type=int, default=None,
+                    help="one-player games: episodes to play (default 100; the same as --games)")
+    ev.add_argument("--max-steps", type=int, default=None, metavar="S",
+                    help="one-player games: cut each episode after S steps, counting its return so far "
+                    "(default: the run's train.test_max_steps)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--checkpoint", default=None, metavar="WHICH",
                     help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
@@ -127,7 +132,7 @@ def _cmd_train(args) -> int:
 
 def _cmd_eval(args) -> int:
     from moozi.agent import load_agent
-    from moozi.evaluation import evaluate
+    from moozi.evaluation.matches import evaluate, print_episode_progress
 
     if args.opening_moves < 0:
         raise MooziError(f"--opening-moves must be a non-negative integer, got {args.opening_moves}")
@@ -138,17 +143,34 @@ def _cmd_eval(args) -> int:
             raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
         if args.checkpoint is not None:
             raise MooziError("--checkpoint is not a ladder option: the ladder plays the run's checkpoints (--checkpoints K)")
+        if args.episodes is not None or args.max_steps is not None:
+            raise MooziError("--episodes and --max-steps are for one-player games; the ladder plays two-player games (--games)")
         return _cmd_ladder(args)
     ladder_only = [name for name in ("checkpoints", "anchors", "bootstrap") if getattr(args, name) is not None]
     if ladder_only:
         raise MooziError(f"--{ladder_only[0]} is a ladder option: add --ladder")
-    games = 100 if args.games is None else args.games
+    if args.episodes is not None and args.games is not None and args.episodes != args.games:
+        raise MooziError(f"--episodes {args.episodes} and --games {args.games} disagree: give one of them")
+    count = args.episodes if args.episodes is not None else args.games
+    games = 100 if count is None else count
     if games < 1:
-        raise MooziError(f"--games must be a positive integer, got {games}")
+        raise MooziError(f"--{'episodes' if args.episodes is not None else 'games'} must be a positive integer, got {games}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise MooziError(f"--max-steps must be a positive integer, got {args.max_steps}")
     opponent = "random" if args.opponent is None else args.opponent
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
     print(f"checkpoint {agent.checkpoint}")
-    result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves)
+    if agent.spec.is_two_player:
+        one_player_only = [name for name, value in (("--episodes", args.episodes), ("--max-steps", args.max_steps))
+                           if value is not None]
+        if one_player_only:
+            raise MooziError(f"{one_player_only[0]} is for one-player games; {agent.config.game} has two players (use --games)")
+        result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves)
+    else:
+        max_steps = agent.config.train.test_max_steps if args.max_steps is None else args.max_steps
+        print(f"{games} episodes of {agent.config.game}, each cut after {max_steps:,} steps")
+        result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves,
+                          max_steps=max_steps, progress=print_episode_progress)
     print(result.format_table())
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in opponent)
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"
@@ -163,6 +185,7 @@ def _cmd_positions(args) -> int:
 
     # `is not None`, not truthiness: `--games 0` is given too, and silently ignoring it would mislead.
     given = [name for name, value in (("--opponent", args.opponent), ("--games", args.games),
+                                      ("--episodes", args.episodes), ("--max-steps", args.max_steps),
                                       ("--checkpoints", args.checkpoints), ("--anchors", args.anchors),
                                       ("--bootstrap", args.bootstrap)) if value is not None]
     given += [name for name, value in (("--ladder", args.ladder), ("--opening-moves", args.opening_moves)) if value]

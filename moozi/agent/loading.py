@@ -8,6 +8,7 @@ plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
 from __future__ import annotations
 
 import pathlib
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,23 +59,38 @@ class Agent:
 
     def play_episode(self, env=None, seed: int = 0) -> float:
         """Plays one episode of a one-player game greedily; returns its return."""
+        return self.run_episode(env, seed).episode_return
+
+    def run_episode(self, env=None, seed: int = 0, max_steps: int | None = None) -> "EpisodeOutcome":
+        """Plays one episode greedily, cut after `max_steps` actions if it has not ended by then."""
         if env is None:
             env = make_env(self.config.game, **env_options(self.config))
         history = self.new_history()
         step = env.reset(seed=seed)
-        total, last_action = 0.0, DUMMY_ACTION
+        total, last_action, steps = 0.0, DUMMY_ACTION, 0
         while True:
             total += float(step.reward)
-            history, action, _ = self.act(history, step, last_action)
             if step.is_last:
-                return total
+                return EpisodeOutcome(total, steps, cut=False)
+            if max_steps is not None and steps >= max_steps:
+                return EpisodeOutcome(total, steps, cut=True)
+            history, action, _ = self.act(history, step, last_action)
             step = env.step(action, False)
             last_action = action
+            steps += 1
 
     def as_openspiel_bot(self, player_id: int):
         from moozi.agent.openspiel_bot import make_openspiel_bot
 
         return make_openspiel_bot(self, player_id)
+
+
+class EpisodeOutcome(NamedTuple):
+    """One evaluation episode of a one-player game."""
+
+    episode_return: float  # the sum of its rewards (so far, if cut)
+    steps: int  # actions taken
+    cut: bool  # stopped by the step cap before the episode ended
 
 
 def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None) -> Agent:

@@ -19,8 +19,10 @@ jit (0.46 vs 0.48 ms for MinAtar Breakout shapes, 0.23 vs 0.20 ms for
 tic-tac-toe), so we keep the simpler design: one copy of the data, on the host,
 where priorities, checkpoints and reanalyze need it anyway.
 
-Observations are stored as uint8 when the env spec says `binary_obs` (exact),
-float32 otherwise (float16 would silently round continuous observations).
+Observations are stored as uint8 when the env spec says `binary_obs` or sets
+`obs_levels` (8-bit frames: k / 255 is stored as k, exactly), float32 otherwise
+(float16 would silently round continuous observations); the jitted target
+assembly turns them back into the bridge's floats.
 
 Indices. `sample` returns global step positions (int64, counting every step
 ever added), not slots: `update_priorities` ignores positions that were
@@ -75,7 +77,7 @@ from moozi.core.targets import (
     trajectory_value_difference,
 )
 from moozi.core.types import TrainingTarget, Trajectory
-from moozi.envs.base import EnvSpec
+from moozi.envs.base import EnvSpec, encode_obs, stored_obs_dtype
 from moozi.errors import MooziError
 
 
@@ -130,7 +132,7 @@ class ReplayConfig:
 
 Augment = Callable[[TrainingTarget, jax.Array], TrainingTarget]
 
-_assemble_jit = jax.jit(assemble_targets, static_argnames=("config", "num_actions", "discount_sign"))
+_assemble_jit = jax.jit(assemble_targets, static_argnames=("config", "num_actions", "discount_sign", "obs_levels"))
 
 _SAMPLING_CODES = {mode: code for code, mode in enumerate(SamplingMode)}
 _COUNTERS = ("head", "tail", "next_id", "oldest_id", "changed_since_sort")
@@ -142,6 +144,23 @@ def _last_occurrence(indices: np.ndarray, values: np.ndarray):
     update in one call wins, e.g. a step drawn twice in one batch)."""
     unique, first_in_reversed = np.unique(indices[::-1], return_index=True)
     return unique, values[::-1][first_in_reversed]
+
+
+def replay_bytes(config: ReplayConfig, spec: EnvSpec) -> int:
+    """The bytes a ReplayBuffer of `config` holds for `spec`, computed without allocating them
+    (the driver refuses a capacity that cannot fit before anything is built)."""
+    C, A = config.capacity, spec.num_actions
+    per_step = (
+        int(np.prod(spec.obs_shape)) * np.dtype(stored_obs_dtype(spec)).itemsize
+        + (2 if A <= np.iinfo(np.int16).max else 4)  # action
+        + 4 + 4 + 4 * A + 4 + 4  # reward, v*, p*, step index, episode length
+        + A + 1 + 8 + 8 + 8  # legal actions, to_play, delta, trajectory start and length
+    )
+    total = C * per_step
+    if config.sampling is not SamplingMode.UNIFORM:
+        leaves = 1 << max(0, (C - 1).bit_length())
+        total += 2 * (2 * leaves) * 8  # the sum and min trees
+    return total
 
 
 class ReplayBuffer:
@@ -159,7 +178,7 @@ class ReplayBuffer:
         C, A = config.capacity, spec.num_actions
         action_dtype = np.int16 if A <= np.iinfo(np.int16).max else np.int32
         self._storage = StepStorage(
-            obs=np.zeros((C, *spec.obs_shape), np.uint8 if spec.binary_obs else np.float32),
+            obs=np.zeros((C, *spec.obs_shape), stored_obs_dtype(spec)),
             action=np.zeros((C,), action_dtype),
             reward=np.zeros((C,), np.float32),
             root_value=np.zeros((C,), np.float32),
@@ -261,12 +280,7 @@ class ReplayBuffer:
 
         head = self._counters["head"]
         slots = (head + np.arange(length)) % C
-        obs = np.asarray(trajectory.obs)
-        if self.spec.binary_obs:
-            stored = obs.astype(np.uint8)
-            if not np.array_equal(stored, obs):
-                raise ValueError(f"{self.spec.name}: binary_obs is set but an observation is not 0/1")
-            obs = stored
+        obs = encode_obs(trajectory.obs, self.spec)
         s = self._storage
         s.obs[slots] = obs
         s.action[slots] = np.asarray(trajectory.action)
@@ -409,7 +423,8 @@ class ReplayBuffer:
             weights = ((leaf.min() / leaf) ** self.config.importance_exponent).astype(np.float32)
         window = gather_window(self._storage, slots, self.target_config, xp=np)
         targets = _assemble_jit(window, config=self.target_config, num_actions=self.spec.num_actions,
-                                discount_sign=self.spec.discount_sign, importance_weight=weights)
+                                discount_sign=self.spec.discount_sign, importance_weight=weights,
+                                obs_levels=self.spec.stored_obs_levels)
         if self._augment is not None:
             key = jax.random.PRNGKey(int(self._rng.integers(np.iinfo(np.int32).max)))
             targets = self._augment(targets, key)

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moozi.core.types import Array, TrainingTarget
-from moozi.envs.base import DUMMY_ACTION
+from moozi.envs.base import DUMMY_ACTION, decode_obs
 from moozi.errors import MooziError
 from moozi.core.history import stack_history
 
@@ -98,7 +98,7 @@ class StepStorage(NamedTuple):
     (modulo S, so it may wrap around the end); slot s holds step `step_index[s]`
     of an episode of length `episode_length[s]`."""
 
-    obs: Array  # [S, H, W, C] uint8 (binary obs) or float32
+    obs: Array  # [S, H, W, C] uint8 (binary obs or 8-bit frames, EnvSpec.obs_levels) or float32
     action: Array  # [S] integer: a_t
     reward: Array  # [S] float32: r_t
     root_value: Array  # [S] float32: v*_t
@@ -211,10 +211,11 @@ def _inside(t, T, offsets, xp):
 
 
 def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions: int, discount_sign: float,
-                     importance_weight=None) -> TrainingTarget:
+                     importance_weight=None, obs_levels: int | None = None) -> TrainingTarget:
     """Masks the gathered rows and builds the TrainingTarget (pure, jittable).
 
-    `importance_weight` [B] defaults to 1 (the buffer passes its own).
+    `importance_weight` [B] defaults to 1 (the buffer passes its own). Stored
+    frames are decoded with `obs_levels` (`EnvSpec.stored_obs_levels`).
     """
     L, K, N = config.history_length, config.num_unroll_steps, config.td_steps
     off = _offsets(config)
@@ -224,7 +225,7 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
 
     def frames_masked(frames, offsets):
         valid = _inside(t, T, offsets, jnp)  # [B, J]
-        return jnp.where(valid[..., None, None, None], jnp.asarray(frames, jnp.float32), 0.0)
+        return jnp.where(valid[..., None, None, None], decode_obs(frames, obs_levels, jnp), 0.0)
 
     def actions_masked(actions, offsets):
         return jnp.where(_inside(t, T, offsets, jnp), jnp.asarray(actions, jnp.int32), DUMMY_ACTION)

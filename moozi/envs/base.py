@@ -39,8 +39,17 @@ class EnvSpec:
     num_actions: int  # A = A_env + 1, dummy action included
     num_players: int  # 1 or 2 (two-player games are zero-sum and alternate turns)
     binary_obs: bool = False  # every observation value is 0 or 1: replay may store it as uint8
+    # 8-bit frames: every observation value is k / obs_levels for an integer k in 0..obs_levels
+    # (images of 0..255 scaled to [0, 1]: 255). Trajectories, replay and checkpoints keep k as uint8,
+    # a quarter of float32's bytes; the learner's jitted program divides again.
+    obs_levels: int | None = None
     max_episode_steps: int | None = None  # a bound on episode length where the library has one
     action_names: tuple[str, ...] | None = None  # names of actions 1..A-1 for humans, if known
+
+    @property
+    def stored_obs_levels(self) -> int | None:
+        """How stored observations encode values: k / levels as uint8 (1 for binary), None for float32."""
+        return 1 if self.binary_obs else self.obs_levels
 
     @property
     def is_two_player(self) -> bool:
@@ -103,3 +112,45 @@ def random_legal_actions(rng: np.random.Generator, legal_actions: np.ndarray) ->
     """One uniformly random legal action per row of a [B, A] mask (Gumbel-max over the mask, vectorised)."""
     noise = rng.random(legal_actions.shape)
     return np.argmax(np.where(legal_actions, noise, -1.0), axis=-1).astype(np.int32)
+
+
+def stored_obs_dtype(spec: EnvSpec):
+    """The dtype trajectories, replay and checkpoints keep observations in (`EnvSpec.obs_levels`)."""
+    return np.float32 if spec.stored_obs_levels is None else np.uint8
+
+
+def encode_obs(obs, spec: EnvSpec) -> np.ndarray:
+    """Observations (any leading axes) in their stored dtype; exact, or ValueError naming the game.
+
+    Already-encoded uint8 observations pass through unchanged.
+    """
+    levels = spec.stored_obs_levels
+    obs = np.asarray(obs)
+    if levels is None or obs.dtype == np.uint8:
+        return obs if levels is not None else obs.astype(np.float32, copy=False)
+    stored = np.rint(obs * np.float32(levels)).astype(np.uint8)
+    if not np.array_equal(decode_obs(stored, levels), obs):
+        what = "0 or 1 (binary_obs)" if levels == 1 else f"k / {levels} for integers k in 0..{levels} (obs_levels)"
+        raise ValueError(f"{spec.name}: every observation value should be {what}, but one is not")
+    return stored
+
+
+def obs_scale(levels: int) -> np.float32:
+    """The factor from a byte k to its value: float32(1 / levels).
+
+    Bridges and the decoder multiply by it rather than divide by `levels`: XLA
+    compiles a division by a constant as a multiplication by its reciprocal, so
+    only the product is the same bit for bit in numpy and in a jitted program.
+    """
+    return np.float32(1.0 / levels)
+
+
+def decode_obs(stored, levels: int | None, xp=np):
+    """float32 observations from stored ones: k · obs_scale(levels), exactly as the bridge computed them.
+
+    `xp` is numpy or jax.numpy (the learner decodes inside its jitted program).
+    """
+    obs = xp.asarray(stored, xp.float32)
+    if levels is None or levels == 1:
+        return obs
+    return obs * obs_scale(levels)

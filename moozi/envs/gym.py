@@ -32,7 +32,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from moozi.envs.base import EnvSpec
+from moozi.envs.base import EnvSpec, obs_scale
 from moozi.envs.episodic import SingleAgentEnv, parse_options
 from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
 
@@ -74,8 +74,8 @@ class AtariOptions:
     max_episode_steps: int | None = None  # cut episodes earlier than ale-py's 108,000 frames
 
 
-def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[int, int, int], bool]:
-    """(function from a library observation to moozi's float32 (H, W, C), that shape, binary_obs)."""
+def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[int, int, int], bool, int | None]:
+    """(function from a library observation to moozi's float32 (H, W, C), that shape, binary_obs, obs_levels)."""
     if isinstance(space, spaces.Discrete):
         n, start = int(space.n), int(space.start)
 
@@ -84,7 +84,7 @@ def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[
             out[0, 0, int(obs) - start] = 1.0
             return out
 
-        return one_hot, (1, 1, n), True
+        return one_hot, (1, 1, n), True, None
     if not isinstance(space, spaces.Box):
         raise UnsupportedGameError(
             f"{where} is not supported: its observation space is {type(space).__name__};"
@@ -107,15 +107,15 @@ def _obs_converter(space: gymnasium.Space, where: str) -> tuple[Callable, tuple[
     if space.dtype == np.uint8 and np.max(space.high) == 255:
 
         def scaled(obs):
-            return np.divide(obs, np.float32(255.0), dtype=np.float32).reshape(target)
+            return np.multiply(obs, obs_scale(255), dtype=np.float32).reshape(target)
 
-        return scaled, target, False
+        return scaled, target, False, 255  # 8-bit frames: stored as their bytes
 
     def cast(obs):
         # np.array copies: some envs hand out a buffer they overwrite on the next step.
         return np.array(obs, dtype=np.float32).reshape(target)
 
-    return cast, target, bool(binary)
+    return cast, target, bool(binary), None
 
 
 class GymEnv(SingleAgentEnv):
@@ -141,7 +141,7 @@ class GymEnv(SingleAgentEnv):
             env.close()
             raise MooziError(f"max_episode_steps must be at least 1 or None, got {max_episode_steps}")
         try:
-            self._convert, obs_shape, binary = _obs_converter(env.observation_space, name)
+            self._convert, obs_shape, binary, levels = _obs_converter(env.observation_space, name)
         except UnsupportedGameError:
             env.close()
             raise
@@ -156,6 +156,7 @@ class GymEnv(SingleAgentEnv):
             num_actions=num_env_actions + 1,
             num_players=1,
             binary_obs=binary,
+            obs_levels=levels,
             max_episode_steps=min(limits) if limits else None,
             action_names=tuple(action_names) if action_names is not None else None,
         )
@@ -319,7 +320,9 @@ def make_atari(game: str, **options) -> GymEnv:
         terminal_on_life_loss=opts.terminal_on_life_loss,
         grayscale_obs=True,
         grayscale_newaxis=True,
-        scale_obs=True,
+        # The bridge scales the bytes itself (k * float32(1/255)), so the spec can say obs_levels=255
+        # and trajectories, replay and checkpoints keep one byte per pixel.
+        scale_obs=False,
     )
     return GymEnv(
         env,

@@ -58,6 +58,11 @@ def check_step_output(out: StepOutput, spec: EnvSpec, *, batch: tuple[int, ...] 
     assert np.all(np.isfinite(obs)), "obs has non-finite values"
     if spec.binary_obs:
         assert np.all((obs == 0) | (obs == 1)), "spec.binary_obs but obs has values other than 0 and 1"
+    if spec.obs_levels is not None:
+        assert not spec.binary_obs, "set binary_obs or obs_levels, not both"
+        assert 1 < spec.obs_levels <= 255, f"obs_levels {spec.obs_levels} does not fit a byte"
+        scale = np.float32(1.0 / spec.obs_levels)  # as moozi.envs.base.obs_scale
+        assert np.array_equal(np.rint(obs / scale) * scale, obs), f"spec.obs_levels={spec.obs_levels} but an obs value is not k/{spec.obs_levels}"
     if not batch:
         # Host envs hand numpy to the host-side loop; JAX envs may hand jax arrays.
         for name in ("is_first", "is_last"):

@@ -1,8 +1,10 @@
-"""Confidence intervals for the rates moozi reports (win rates, solver-move shares)."""
+"""Confidence intervals for what moozi reports: win rates, solver-move shares, mean returns."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
 
@@ -21,3 +23,19 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     centre = (p + z2 / (2 * n)) / denominator
     half_width = z / denominator * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return (max(0.0, centre - half_width), min(1.0, centre + half_width))
+
+
+def bootstrap_mean_interval(values, resamples: int = 10_000, seed: int = 0) -> tuple[float, float] | None:
+    """The 95% percentile-bootstrap interval of a mean (None with fewer than two values).
+
+    Episode returns are often skewed (a few long MinAtar episodes score far
+    above the rest), where the normal approximation's symmetric interval misleads.
+    Seeded, so the same returns always give the same interval.
+    """
+    values = np.asarray(values, np.float64)
+    if values.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, values.size, (resamples, values.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return (float(low), float(high))

@@ -24,7 +24,7 @@ from open_spiel.python.algorithms.minimax_solver import MinimaxSolver
 from moozi.envs.openspiel import load_two_player_game
 from moozi.envs.registry import make_played_env
 from moozi.errors import MooziError
-from moozi.evaluation.intervals import Z_95, wilson_interval
+from moozi.evaluation.intervals import Z_95, bootstrap_mean_interval, wilson_interval
 
 __all__ = [
     "OPPONENT_FORMS",
@@ -160,9 +160,14 @@ class ReturnResult:
     std_return: float  # sample standard deviation (0 for a single episode)
     mean_return_ci: tuple[float, float] | None  # 95% normal-approximation interval; None for one episode
     kind: str = "single_player"
+    mean_return_bootstrap_ci: tuple[float, float] | None = None  # 95% percentile bootstrap, 10,000 resamples
+    max_steps: int | None = None  # the step cap of every episode (None: played to their end)
+    cut_episodes: int = 0  # episodes stopped by the cap, counted with their return so far
+    protocol: str = ""  # the library's evaluation protocol the env follows (sticky actions, ...)
 
     @classmethod
-    def from_returns(cls, *, game: str, seed: int, returns: list[float]) -> "ReturnResult":
+    def from_returns(cls, *, game: str, seed: int, returns: list[float], max_steps: int | None = None,
+                     cut_episodes: int = 0, protocol: str = "") -> "ReturnResult":
         values = [float(r) for r in returns]
         return cls(
             game=game,
@@ -172,6 +177,10 @@ class ReturnResult:
             mean_return=float(np.mean(values)),
             std_return=float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
             mean_return_ci=_mean_interval(values),
+            mean_return_bootstrap_ci=bootstrap_mean_interval(values),
+            max_steps=max_steps,
+            cut_episodes=cut_episodes,
+            protocol=protocol,
         )
 
     def to_json(self) -> str:
@@ -181,8 +190,9 @@ class ReturnResult:
     def from_json(cls, text: str) -> "ReturnResult":
         data = json.loads(text)
         data["returns"] = tuple(data["returns"])
-        if data["mean_return_ci"] is not None:
-            data["mean_return_ci"] = tuple(data["mean_return_ci"])
+        for key in ("mean_return_ci", "mean_return_bootstrap_ci"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(**data)
 
     def format_table(self) -> str:
@@ -191,13 +201,20 @@ class ReturnResult:
         else:
             lo, hi = self.mean_return_ci
             spread = f"± {(hi - lo) / 2:.3f}  (95% CI [{lo:.3f}, {hi:.3f}])"
-        return "\n".join(
-            [
-                f"{self.game}: {self.games} episodes, seeds {self.seed}..{self.seed + self.games - 1}",
-                f"mean return {self.mean_return:.3f} {spread}",
-                f"std {self.std_return:.3f}, min {min(self.returns):.3f}, max {max(self.returns):.3f}",
-            ]
-        )
+        lines = [
+            f"{self.game}: {self.games} episodes, seeds {self.seed}..{self.seed + self.games - 1}",
+            f"mean return {self.mean_return:.3f} {spread}",
+        ]
+        if self.mean_return_bootstrap_ci is not None:
+            lo, hi = self.mean_return_bootstrap_ci
+            lines.append(f"95% bootstrap interval of the mean [{lo:.3f}, {hi:.3f}] (10,000 resamples)")
+        lines.append(f"std {self.std_return:.3f}, min {min(self.returns):.3f}, max {max(self.returns):.3f}")
+        if self.max_steps is not None:
+            lines.append(f"cap {self.max_steps:,} steps per episode: {self.cut_episodes} of {self.games} episodes cut "
+                         "(counted with their return so far)")
+        if self.protocol:
+            lines.append(f"protocol: {self.protocol}")
+        return "\n".join(lines)
 
 
 def result_from_json(text: str) -> EvalResult | ReturnResult:
@@ -337,6 +354,48 @@ def make_opponent(spec: str, game: pyspiel.Game, player_id: int, seed: int) -> p
 
 
 # ------------------------------------------------------------------ evaluation
+def evaluation_protocol(canonical: str) -> str:
+    """The published evaluation protocol a library's env follows here, to print beside its returns."""
+    library = canonical.split(":", 1)[0]
+    if library == "minatar":
+        return "MinAtar (Young & Tian, 2019): sticky actions 0.1, difficulty ramping on, no step limit of its own"
+    if library == "atari":
+        return ("ALE (Machado et al., 2018): sticky actions 0.25, frame skip 4, 84x84 grey, full action set off, "
+                "episodes cut at 108,000 frames")
+    if library == "gymnax" and canonical.endswith("-MinAtar"):
+        return "gymnax MinAtar: sticky actions 0.1"
+    return ""
+
+
+def _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress) -> ReturnResult:
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise MooziError(f"the step cap must be a positive integer, got {max_steps!r}")
+    run_episode = getattr(agent, "run_episode", None)
+    if max_steps is not None and run_episode is None:
+        raise MooziError("this agent cannot cap its episodes (it has no run_episode)")
+    returns, cut = [], 0
+    for i in range(num_games):
+        if run_episode is not None:
+            outcome = run_episode(env, seed + i, max_steps)
+            returns.append(float(outcome.episode_return))
+            cut += bool(outcome.cut)
+        else:
+            returns.append(float(agent.play_episode(env, seed + i)))
+        if progress is not None:
+            progress(i + 1, num_games, returns, cut)
+    return ReturnResult.from_returns(game=canonical, seed=seed, returns=returns, max_steps=max_steps,
+                                     cut_episodes=cut, protocol=evaluation_protocol(canonical))
+
+
+def print_episode_progress(done: int, total: int, returns: list[float], cut: int) -> None:
+    """A one-line progress display on stderr for `moozi eval` on one-player games."""
+    import sys
+
+    end = "\n" if done == total else ""
+    print(f"\r  episode {done}/{total}: return {returns[-1]:.2f}, mean so far {np.mean(returns):.3f}"
+          f"{f', {cut} cut' if cut else ''}   ", end=end, file=sys.stderr, flush=True)
+
+
 def random_opening(game: pyspiel.Game, plies: int, rng: np.random.RandomState) -> pyspiel.State:
     """The state after up to `plies` uniformly random moves (chance outcomes by their odds); it stops
     early rather than end the game, so the players always get a move."""
@@ -387,14 +446,16 @@ def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: st
 
 
 def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
-             opening_moves: int = 0) -> EvalResult | ReturnResult:
+             opening_moves: int = 0, max_steps: int | None = None, progress=None) -> EvalResult | ReturnResult:
     """Plays `num_games` games and summarises them.
 
     Two-player OpenSpiel games: the agent plays seats 0 and 1 alternately
     against `opponent` (see `make_opponent`), each pair of games from the same
     start: the initial state, or `opening_moves` random plies into the game
     (`random_opening`). One-player games: episode i is
-    `agent.play_episode(env, seed + i)` and `opponent` is ignored.
+    `agent.run_episode(env, seed + i, max_steps)` (agents without it:
+    `agent.play_episode(env, seed + i)`, uncapped) and `opponent` is ignored;
+    `progress(i, num_games, returns_so_far, cut_so_far)` is called after each.
     """
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 1:
         raise MooziError(f"the number of games must be a positive integer, got {num_games!r}")
@@ -403,8 +464,7 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
     canonical, env = make_played_env(game_name)
     try:
         if env.spec.num_players == 1:
-            returns = [float(agent.play_episode(env, seed + i)) for i in range(num_games)]
-            return ReturnResult.from_returns(game=canonical, seed=seed, returns=returns)
+            return _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress)
         game = getattr(env, "game", None)
         if not isinstance(game, pyspiel.Game):
             raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import signal
 import sys
@@ -25,6 +26,7 @@ import numpy as np
 from moozi._version import __version__
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
 from moozi.config import Config, load_saved_config, save_config
+from moozi.core.replay import replay_bytes
 from moozi.core.types import sub_state
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import Z_95
@@ -72,9 +74,9 @@ class Driver:
     ):
         self.run_dir = pathlib.Path(run_dir)
         if not resume:
-            # A misspelt or unsupported game must fail before anything is written, so a bad
-            # command leaves no half-made run directory behind.
-            env_spec(config)
+            # A misspelt or unsupported game, or a buffer too big for this machine, must fail before
+            # anything is written, so a bad command leaves no half-made run directory behind.
+            _check_replay_fits_here(config, env_spec(config))
         self._prepare_run_dir(resume)
         if resume:
             saved = load_saved_config(self.run_dir / "config.json")
@@ -83,8 +85,10 @@ class Driver:
                 saved.train, max_minutes=config.train.max_minutes, max_env_steps=config.train.max_env_steps
             ), backend=config.backend)
         self.config = config
-        save_config(config, self.run_dir / "config.json")
         self.spec = env_spec(config)
+        if resume:
+            _check_replay_fits_here(config, self.spec)
+        save_config(config, self.run_dir / "config.json")
         self.progress = progress
         self.counters = Counters()
         self._stop_reason: str | None = None
@@ -517,3 +521,59 @@ class _Pending:
     rollouts: list
     update: object = None
     reanalyze: object = None
+
+
+# Share of the memory available at start that the replay buffer may take: the rest is for the
+# networks, the compiled programs, the envs, the rollouts in flight and everything else running.
+REPLAY_MEMORY_SHARE = 0.7
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to new allocations (Linux's MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_replay_fits_here(config: Config, spec) -> None:
+    if config.backend.ray_address is None:  # on a cluster the replay buffer may live on another node
+        check_replay_fits(config, spec)
+
+
+def check_replay_fits(config: Config, spec, available: int | None = None) -> None:
+    """Refuses, before anything is allocated, a replay capacity that cannot fit in this machine's memory."""
+    available = available_memory_bytes() if available is None else available
+    if available is None:
+        return
+    need = replay_bytes(config.replay, spec)
+    budget = REPLAY_MEMORY_SHARE * available
+    if need <= budget:
+        return
+    capacity = config.replay.capacity
+    fits = _largest_capacity_within(config.replay, spec, budget)
+    raise MooziError(
+        f"replay.capacity={capacity:,} needs {need / 2**30:.1f} GiB for {spec.name} ({need / capacity:,.0f} bytes "
+        f"per step), more than {REPLAY_MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB of memory available; "
+        f"set --set replay.capacity={fits} or less"
+    )
+
+
+def _largest_capacity_within(replay, spec, budget: float) -> int:
+    """The largest capacity (a multiple of 1000 where one fits) whose buffer takes at most `budget` bytes;
+    not proportional, as the priority trees round the capacity up to a power of two."""
+    low, high = 0, replay.capacity
+    while low < high:
+        middle = (low + high + 1) // 2
+        if replay_bytes(dataclasses.replace(replay, capacity=middle), spec) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low // 1000 * 1000 if low >= 1000 else low

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from moozi.core.types import Trajectory
-from moozi.envs.base import EnvSpec, StepOutput
+from moozi.envs.base import EnvSpec, StepOutput, encode_obs, stored_obs_dtype
 
 
 @dataclasses.dataclass
@@ -41,7 +41,7 @@ class EpisodeRecorder:
     def _allocate(self, capacity: int) -> dict[str, np.ndarray]:
         b, a = self.num_envs, self.spec.num_actions
         return {
-            "obs": np.zeros((capacity, b, *self.spec.obs_shape), np.float32),
+            "obs": np.zeros((capacity, b, *self.spec.obs_shape), stored_obs_dtype(self.spec)),
             "action": np.zeros((capacity, b), np.int32),
             "reward": np.zeros((capacity, b), np.float32),
             "is_first": np.zeros((capacity, b), bool),
@@ -73,7 +73,7 @@ class EpisodeRecorder:
         arrays = self._arrays
         is_first = np.asarray(step.is_first, bool)
         is_last = np.asarray(step.is_last, bool)
-        arrays["obs"][row] = step.obs
+        arrays["obs"][row] = encode_obs(step.obs, self.spec)
         arrays["action"][row] = action
         arrays["reward"][row] = step.reward
         arrays["is_first"][row] = is_first

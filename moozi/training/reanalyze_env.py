@@ -34,7 +34,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from moozi.core.types import Trajectory
-from moozi.envs.base import DUMMY_ACTION, EnvSpec, StepOutput, empty_step
+from moozi.envs.base import DUMMY_ACTION, EnvSpec, StepOutput, decode_obs, empty_step
 from moozi.errors import SupplyExhaustedError
 
 
@@ -72,8 +72,9 @@ class Positions(NamedTuple):
 class _Slot:
     """One slot's trajectory (as numpy) and its step index; the statistics are private copies."""
 
-    def __init__(self, trajectory_id: int, trajectory: Trajectory):
+    def __init__(self, trajectory_id: int, trajectory: Trajectory, obs_levels: int | None):
         self.trajectory_id = trajectory_id
+        self.obs_levels = obs_levels  # stored observations are decoded as the bridge emitted them
         self.trajectory = Trajectory(*(np.asarray(x) for x in trajectory))
         self.root_value = np.array(self.trajectory.root_value, np.float32, copy=True)  # [T]
         self.action_probs = np.array(self.trajectory.action_probs, np.float32, copy=True)  # [T, A]
@@ -82,7 +83,7 @@ class _Slot:
     def output(self) -> StepOutput:
         traj, t = self.trajectory, self.t
         return StepOutput(
-            obs=np.asarray(traj.obs[t], np.float32),
+            obs=decode_obs(traj.obs[t], self.obs_levels),
             is_first=np.bool_(traj.is_first[t]),
             is_last=np.bool_(traj.is_last[t]),
             reward=np.float32(traj.reward[t]),
@@ -113,7 +114,7 @@ class MockVectorEnv:
         if self._slots[i] is not None:
             self._finished.append((self._slots[i].trajectory_id, self._slots[i].finished()))
         item = self._supply.get()
-        self._slots[i] = None if item is None else _Slot(*item)
+        self._slots[i] = None if item is None else _Slot(*item, self.spec.stored_obs_levels)
 
     def _outputs(self) -> StepOutput:
         zero = empty_step(self.spec)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from moozi.core.replay import ReplayBuffer, ReplayConfig, SamplingMode
+from moozi.core.replay import ReplayBuffer, ReplayConfig, SamplingMode, replay_bytes
 from moozi.core.sum_tree import SumTree
 from moozi.core.targets import TargetConfig
 from moozi.core.targets import make_targets as _make_targets_eager
 from moozi.core.types import Trajectory
-from moozi.envs.base import EnvSpec
+from moozi.envs.base import EnvSpec, decode_obs, encode_obs, obs_scale
 from moozi.errors import MooziError
 
 # Jitted once per config: eager op-by-op dispatch of the whole assembly is slow.
@@ -266,6 +267,50 @@ def test_observations_are_stored_as_uint8_when_binary():
         buffer.add(bad)
     float_spec = EnvSpec("test:float", (2, 2, 1), 3, 1, binary_obs=False)
     assert ReplayBuffer(ReplayConfig(capacity=4, min_fill=1), TARGETS, float_spec, 0)._storage.obs.dtype == np.float32
+
+
+def test_8_bit_frames_are_stored_as_their_bytes_and_come_back_exactly_in_the_targets():
+    # Atari-like frames: the bridge emits k / 255 as float32; replay keeps k (1 byte instead of 4).
+    spec = EnvSpec("test:frames", (4, 4, 1), 3, 1, obs_levels=255)
+    buffer = ReplayBuffer(ReplayConfig(capacity=64, min_fill=1, sampling="uniform"), TARGETS, spec, 0)
+    assert buffer._storage.obs.dtype == np.uint8
+    float_spec = EnvSpec("test:float", (4, 4, 1), 3, 1)
+    float_bytes = ReplayBuffer(ReplayConfig(capacity=64, min_fill=1, sampling="uniform"), TARGETS, float_spec, 0).bytes_per_step()
+    assert float_bytes - buffer.bytes_per_step() == 3 * 16  # 16 values, 3 bytes saved on each
+    rng = np.random.default_rng(0)
+    k = rng.integers(0, 256, (6, 4, 4, 1)).astype(np.uint8)
+    k[0, 0, 0, 0], k[0, 0, 1, 0] = 0, 255
+    frames = np.multiply(k, obs_scale(255), dtype=np.float32)  # as the gym bridge scales them
+    buffer.add(_trajectory(6, spec=spec)._replace(obs=frames))
+    np.testing.assert_array_equal(buffer._storage.obs[:6], k)
+    targets, positions = buffer.sample(32)
+    # History length 2, one channel: the stacked input's channel 1 is o_t itself, bit for bit.
+    t = np.asarray(positions)
+    np.testing.assert_array_equal(np.asarray(targets.stacked_obs)[..., 1], frames[t][..., 0])
+    with pytest.raises(ValueError, match="obs_levels"):
+        buffer.add(_trajectory(3, spec=spec)._replace(obs=np.full((3, 4, 4, 1), 0.3337, np.float32)))
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "proportional", "rank"])
+@pytest.mark.parametrize("spec", [
+    EnvSpec("atari:pong", (84, 84, 1), 7, 1, obs_levels=255),
+    EnvSpec("minatar:breakout", (10, 10, 4), 4, 1, binary_obs=True),
+    EnvSpec("gym:CartPole-v1", (1, 1, 4), 3, 1),
+])
+def test_replay_bytes_predicts_what_the_buffer_allocates(spec, sampling):
+    config = ReplayConfig(capacity=1000, min_fill=1, sampling=sampling)
+    assert replay_bytes(config, spec) == ReplayBuffer(config, TARGETS, spec, 0).bytes_per_step() * 1000
+
+
+def test_obs_codec_round_trips_every_byte_exactly():
+    spec = EnvSpec("test:frames", (1, 1, 256), 3, 1, obs_levels=255)
+    frames = np.multiply(np.arange(256, dtype=np.uint8), obs_scale(255), dtype=np.float32).reshape(1, 1, 256)
+    stored = encode_obs(frames, spec)
+    assert stored.dtype == np.uint8 and np.array_equal(stored.ravel(), np.arange(256))
+    np.testing.assert_array_equal(decode_obs(stored, 255), frames)
+    np.testing.assert_array_equal(np.asarray(decode_obs(jnp.asarray(stored), 255, jnp)), frames)
+    assert encode_obs(stored, spec) is stored  # already encoded: passed through
+    assert encode_obs(frames, EnvSpec("test:float", (1, 1, 256), 3, 1)).dtype == np.float32
 
 
 # ---------------------------------------------------------------- checkpoints, reanalyze, augmentation

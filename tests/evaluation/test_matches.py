@@ -286,6 +286,54 @@ def test_single_episode_has_no_interval():
     assert "no interval" in result.format_table()
 
 
+class CappedAgent(EpisodeAgent):
+    """Plays like EpisodeAgent, one reward of 1 per step, and obeys a step cap."""
+
+    def run_episode(self, env, seed, max_steps=None):
+        from moozi.agent.loading import EpisodeOutcome
+
+        self.seeds.append(seed)
+        rng = np.random.default_rng(seed)
+        step, steps = env.reset(seed=seed), 0
+        while not step.is_last:
+            if max_steps is not None and steps >= max_steps:
+                return EpisodeOutcome(float(steps), steps, cut=True)
+            step = env.step(int(rng.choice(np.flatnonzero(step.legal_actions))), False)
+            steps += 1
+        return EpisodeOutcome(float(steps), steps, cut=False)
+
+
+def test_one_player_episodes_are_capped_progress_lined_and_get_a_bootstrap_interval():
+    seen = []
+    result = evaluate(CappedAgent(), "openspiel:catch", "random", num_games=8, seed=3, max_steps=4,
+                      progress=lambda done, total, returns, cut: seen.append((done, total, len(returns), cut)))
+    # catch takes 9 moves: every episode is cut at 4, with its return so far.
+    assert result.returns == (4.0,) * 8 and result.cut_episodes == 8 and result.max_steps == 4
+    assert seen == [(i, 8, i, i) for i in range(1, 9)]
+    assert result.mean_return_bootstrap_ci == (4.0, 4.0)
+    assert "8 of 8 episodes cut" in result.format_table()
+    assert ReturnResult.from_json(result.to_json()) == result
+    uncapped = evaluate(CappedAgent(), "openspiel:catch", "random", num_games=3, seed=3)
+    assert uncapped.returns == (9.0,) * 3 and uncapped.cut_episodes == 0 and uncapped.max_steps is None  # 9 moves
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_mean():
+    from moozi.evaluation.intervals import bootstrap_mean_interval
+
+    values = np.random.default_rng(0).exponential(5.0, 100)
+    low, high = bootstrap_mean_interval(values)
+    assert low < values.mean() < high and bootstrap_mean_interval(values) == (low, high)
+    assert bootstrap_mean_interval([1.0]) is None
+
+
+def test_the_protocol_is_named_for_minatar_and_atari():
+    from moozi.evaluation.matches import evaluation_protocol
+
+    assert "sticky actions 0.1" in evaluation_protocol("minatar:breakout")
+    assert "sticky actions 0.25" in evaluation_protocol("atari:pong")
+    assert evaluation_protocol("openspiel:catch") == ""
+
+
 def test_result_from_json_rejects_other_documents():
     with pytest.raises(MooziError, match="not an evaluation result"):
         result_from_json('{"kind": "loss_curve"}')

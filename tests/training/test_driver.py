@@ -1,5 +1,6 @@
 """The driver end to end, inline: run directory, checkpoints, exact resume, and the CLI surface."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import pytest
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
 from moozi.agent import load_agent
+from moozi.builders import env_spec
+from moozi.core.replay import replay_bytes
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint
 from moozi.errors import MooziError
 from moozi.runs.metrics_log import read_metrics
@@ -226,3 +229,39 @@ def test_reanalyze_share_feeds_the_buffer(tmp_path):
     # The window after the last log line is not logged at stop (it is carried in the checkpoint,
     # so a resumed run logs it exactly as an uninterrupted one would).
     assert logged and 0 < sum(logged) <= summary["reanalyzed_steps"]
+
+
+def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_directory_exists(tmp_path, monkeypatch):
+    from moozi.training import driver as driver_mod
+
+    config = tiny_config(**{"replay.capacity": 1_000_000})
+    spec = env_spec(config)
+    need = replay_bytes(config.replay, spec)
+    monkeypatch.setattr(driver_mod, "available_memory_bytes", lambda: need)  # 70% of it is not enough
+    with pytest.raises(MooziError) as info:
+        Driver(config, tmp_path / "run", progress=False)
+    message = str(info.value)
+    assert "\n" not in message and "replay.capacity=1,000,000" in message and "GiB" in message
+    suggested = int(message.split("--set replay.capacity=")[1].split()[0])
+    assert replay_bytes(dataclasses.replace(config.replay, capacity=suggested), spec) <= 0.7 * need
+    assert not (tmp_path / "run").exists()
+    monkeypatch.setattr(driver_mod, "available_memory_bytes", lambda: 2 * need)  # fits: nothing refused
+    driver_mod.check_replay_fits(config, spec)
+
+
+def test_cli_eval_of_a_one_player_game_caps_episodes_and_says_so(tmp_path):
+    run_dir = tmp_path / "run"
+    sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
+    result = _moozi("train", "openspiel:catch", "--run-dir", str(run_dir), "--max-env-steps", "120", "--quiet", *sets,
+                    timeout=600)
+    assert result.returncode == 0, result.stderr
+    result = _moozi("eval", str(run_dir), "--episodes", "3", "--max-steps", "2", "--json", str(tmp_path / "e.json"),
+                    timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "3 episodes of openspiel:catch, each cut after 2 steps" in result.stdout
+    assert "3 of 3 episodes cut" in result.stdout and "bootstrap interval" in result.stdout
+    assert "episode 3/3" in result.stderr  # the progress line
+    saved = json.loads((tmp_path / "e.json").read_text())
+    assert saved["games"] == 3 and saved["max_steps"] == 2 and saved["cut_episodes"] == 3
+    refused = _moozi("eval", str(run_dir), "--episodes", "3", "--games", "4")
+    assert refused.returncode != 0 and "disagree" in refused.stderr

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from moozi.envs.base import EnvSpec, StepOutput
+from moozi.envs.base import EnvSpec, StepOutput, obs_scale
 from moozi.training.episodes import EpisodeRecorder
 
 SPEC = EnvSpec(name="test:toy", obs_shape=(1, 1, 1), num_actions=3, num_players=1)
@@ -47,3 +47,17 @@ def test_state_dict_round_trip_continues_identically():
     for x, y in zip(out_a, out_b):
         for field in x._fields:
             np.testing.assert_array_equal(getattr(x, field), getattr(y, field))
+
+
+def test_episode_recorder_keeps_8_bit_frames_as_bytes():
+    spec = EnvSpec("test:frames", (2, 2, 1), 3, 1, obs_levels=255)
+    recorder = EpisodeRecorder(spec, num_envs=1)
+    k = np.array([[[[10], [20]], [[30], [255]]]], np.uint8)
+    frames = np.multiply(k, obs_scale(255), dtype=np.float32)
+    legal = np.array([[False, True, True]])
+    first = StepOutput(frames, np.array([True]), np.array([False]), np.zeros(1, np.float32), legal, np.array([-1], np.int32))
+    last = first._replace(is_first=np.array([False]), is_last=np.array([True]), legal_actions=np.array([[True, False, False]]))
+    recorder.record(first, np.array([1]), np.zeros(1), np.full((1, 3), 1 / 3))
+    [trajectory] = recorder.record(last, np.array([0]), np.zeros(1), np.full((1, 3), 1 / 3))
+    assert trajectory.obs.dtype == np.uint8
+    np.testing.assert_array_equal(trajectory.obs, np.concatenate([k, k]))
