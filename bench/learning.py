@@ -1,6 +1,6 @@
 """Time to target: how fast `moozi train` learns, measured on wall-clock time (issue 4).
 
-    python bench/learning.py [--games tic_tac_toe,connect_four,breakout] [--seeds 1] [--quick]
+    python bench/learning.py [--games tic_tac_toe,connect_four,breakout,asterix,...] [--seeds 1] [--quick]
 
 - tic_tac_toe: trains the preset for up to --ttt-minutes, checkpointing every
   15 s, then evaluates the checkpoints in order against `minimax` (100 games,
@@ -10,8 +10,11 @@
   plays `mcts:1000` and `mcts:100` (--c4-games games, both seats) and the
   perfect `solver` (--c4-solver-games; its draws and losses per seat), and is
   scored on the solver-labelled positions (`moozi eval --positions`).
-- breakout: trains --breakout-minutes, then the mean return over 100 greedy
-  episodes (MinAtar, sticky actions 0.1), at each requested time mark.
+- breakout, asterix, freeway, seaquest, space_invaders (the MinAtar presets):
+  trains for the largest of --minatar-minutes; at each mark, the newest
+  checkpoint by then plays --minatar-episodes greedy episodes (sticky actions
+  0.1, each cut after --minatar-max-steps steps): the mean return with its 95%
+  bootstrap interval and the number of cut episodes.
 
 "Training time" runs from the moment `moozi train` would start (building the
 roles, compiling included) to the checkpoint. The machine's speed varies
@@ -128,22 +131,30 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
     return out
 
 
-def breakout(seed: int, minutes: list[float], work: pathlib.Path, episodes: int) -> dict:
-    import numpy as np
+MINATAR_GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 
+
+def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int) -> dict:
+    """Trains a MinAtar preset; at each mark, `episodes` greedy episodes (sticky actions 0.1, each cut
+    after `max_steps` steps) of the newest checkpoint by then: mean return and its bootstrap interval."""
     from moozi.agent import load_agent
+    from moozi.evaluation.matches import evaluate, print_episode_progress
 
-    run_dir = work / f"breakout-{seed}"
-    setup = _train("breakout", max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2)
+    run_dir = work / f"{game}-{seed}"
+    setup = _train(game, max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2)
     checkpoints = _checkpoints(run_dir)
-    out = {"seed": seed, "marks": []}
+    out = {"game": game, "seed": seed, "marks": []}
     for mark in minutes:
         eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
         elapsed, path = eligible[-1]
         agent = load_agent(run_dir, checkpoint=path)
-        returns = [agent.play_episode(seed=seed * 1000 + i) for i in range(episodes)]
-        out["marks"].append({"minutes": round((elapsed + setup) / 60, 2), "mean_return": float(np.mean(returns)),
-                             "episodes": episodes})
+        meta = json.loads((path / "meta.json").read_text())["counters"]
+        result = evaluate(agent, game, "random", episodes, seed * 1000, max_steps=max_steps,
+                          progress=print_episode_progress)
+        out["marks"].append({"minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
+                             "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
+                             "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
+                             "cut_episodes": result.cut_episodes, "max_steps": max_steps})
     return out
 
 
@@ -158,8 +169,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--c4-games", type=int, default=100, help="games against each MCTS opponent")
     parser.add_argument("--c4-solver-games", type=int, default=20, help="games against the perfect solver")
     parser.add_argument("--c4-agent", choices=("muzero", "alphazero"), default="muzero")
-    parser.add_argument("--breakout-minutes", default="30,60")
-    parser.add_argument("--breakout-episodes", type=int, default=100)
+    parser.add_argument("--minatar-minutes", "--breakout-minutes", dest="minatar_minutes", default="30,60",
+                        help="minutes at which each MinAtar game is measured")
+    parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
+    parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every game trained (repeatable), e.g. to try a preset change")
@@ -183,11 +196,12 @@ def main(argv=None) -> dict:
             marks = [float(m) for m in args.c4_marks.split(",")]
             report.setdefault("connect_four", []).append(
                 connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent))
-        if "breakout" in games:
-            marks = [float(m) for m in args.breakout_minutes.split(",")]
-            report.setdefault("breakout", []).append(breakout(seed, marks, work, args.breakout_episodes))
+        for game in (g for g in MINATAR_GAMES if g in games):
+            marks = [float(m) for m in args.minatar_minutes.split(",")]
+            report.setdefault(game, []).append(
+                minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps))
     report["load_average_1min"] = os.getloadavg()[0]
-    for game in ("tic_tac_toe", "connect_four", "breakout"):
+    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES):
         for row in report.get(game, []):
             print(game, json.dumps(row), file=sys.stderr)
     print(json.dumps(report))

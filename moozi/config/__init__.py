@@ -12,7 +12,7 @@ from moozi.config.loading import (
     save_config,
 )
 from moozi.config.overrides import ConfigError
-from moozi.config.presets import PRESET_OVERRIDES, preset_overrides
+from moozi.config.presets import LIBRARY_PRESETS, PRESET_OVERRIDES, preset_overrides
 from moozi.config.schema import BackendConfig, Config, EnvConfig, TrainConfig, epsilon_at, validate
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "EnvConfig",
+    "LIBRARY_PRESETS",
     "PRESET_OVERRIDES",
     "TrainConfig",
     "build_config",

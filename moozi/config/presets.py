@@ -122,6 +122,40 @@ for _name in ("breakout", "asterix", "freeway", "seaquest", "space_invaders"):
     PRESET_OVERRIDES[_name] = dict(_MINATAR_PRESET)
 
 
+# Every `atari:<game>`. The bridge already follows the ALE protocol of Machado et al. (2018): sticky
+# actions 0.25, frame skip 4 with a max over the last two frames, 84x84 grey, no life-loss signal
+# (docs/envs.md); frames are stacked by the history (4, as DQN and MuZero stack them).
+ATARI_PRESET = {
+    # MuZero's Atari network at CPU sizes: downsampled to a 6x6 hidden state, one block per stage.
+    # At full 84x84 resolution one search of 16 simulations costs ~50x more on this machine.
+    "network.downsample": True,
+    "network.channels": 32,
+    "network.representation_blocks": 1,
+    "network.prediction_blocks": 1,
+    "network.dynamics_blocks": 1,
+    "network.head_hidden": 64,
+    "targets.history_length": 4,
+    "targets.td_steps": 10,
+    "planner.search_policy": "gumbel_muzero",  # as for MinAtar: a good policy target from few simulations
+    "planner.num_simulations": 16,
+    "env.num_envs": 16,
+    "train.batch_size": 64,
+    # 8-bit frames take 7,168 bytes per stored step (bench/core.py): 200k steps are 1.3 GiB, which
+    # leaves room beside the rest of a run on a 16 GiB machine. MuZero kept 1M on TPU hosts.
+    "replay.capacity": 200_000,
+    "replay.min_fill": 2_000,
+    # Atari episodes run to 27,000 steps: a test of 8 episodes cut at 2,000 steps each, every 1000 updates.
+    "train.test_every_updates": 1000,
+    "train.test_episodes": 8,
+    "train.test_max_steps": 2_000,
+}
+# Presets for every game of a library, where a game has no preset of its own.
+LIBRARY_PRESETS: dict[str, dict[str, Any]] = {"atari": ATARI_PRESET}
+
+
 def preset_overrides(game: str) -> dict[str, Any]:
-    """The preset for a game name (empty for library-qualified names without a preset)."""
-    return dict(PRESET_OVERRIDES.get(game, {}))
+    """The preset for a game name: its own, else its library's (`atari:<game>`), else none."""
+    if game in PRESET_OVERRIDES:
+        return dict(PRESET_OVERRIDES[game])
+    library = game.split(":", 1)[0].lower() if ":" in game else None
+    return dict(LIBRARY_PRESETS.get(library, {}))

@@ -69,6 +69,10 @@ class NetworkConfig:
     # resnet: where the game has an action map (moozi/envs/action_planes.py), the dynamics function
     # also sees the board cells the action acts on, as MuZero encodes board-game actions.
     spatial_actions: bool = True
+    # resnet: MuZero's Atari downsampling before h's blocks (two stride-2 convolutions with a residual
+    # block after each, then two stride-2 average pools): a 84x84 frame becomes a 6x6 hidden state,
+    # which the search and the unroll can afford. Board games keep their full resolution.
+    downsample: bool = False
     support: Support = Support()  # integer support of the value and reward categories (Z = support.size)
     scale_hidden_state: bool = True  # min-max scale each example's hidden state to [0, 1] after h and g
     # "batch": batch norm, as the thesis lists (see module docstring). "layer": layer norm over the
@@ -169,11 +173,37 @@ class _CategoricalHead(nn.Module):
 # ---------------------------------------------------------------- resnet
 
 
+def downsampled_size(size: int) -> int:
+    """A side of the hidden state after `_Downsample`: four halvings, each rounded up (84 -> 6)."""
+    for _ in range(4):
+        size = -(-size // 2)
+    return size
+
+
+class _Downsample(nn.Module):
+    """MuZero's Atari downsampling (its appendix): stride-2 convolutions and average pools."""
+
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, x, train: bool):  # [B, H, W, C_h] -> [B, H/16, W/16, channels], sides rounded up
+        channels = self.config.channels
+        for _ in range(2):
+            x = nn.Conv(channels, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x)
+            x = nn.relu(_batch_norm(self.config, train)(x))
+            x = _ResidualBlock(self.config)(x, train)
+        for _ in range(2):
+            x = nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+        return x
+
+
 class _ResRepresentation(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, stacked_obs, train: bool):  # [B, H, W, C_h] -> [B, H, W, channels]
+    def __call__(self, stacked_obs, train: bool):  # [B, H, W, C_h] -> [B, H', W', channels]
+        if self.config.downsample:
+            stacked_obs = _Downsample(self.config)(stacked_obs, train)
         x = _ConvBnRelu(self.config, self.config.channels)(stacked_obs, train)
         for _ in range(self.config.representation_blocks):
             x = _ResidualBlock(self.config)(x, train)
@@ -384,12 +414,15 @@ def make_network(
     the resnet's dynamics function sees them when `config.spatial_actions` is on."""
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
-    if config.kind == "resnet":
-        hidden_state_shape: tuple[int, ...] = (height, width, config.channels)
+    if config.kind == "resnet" and config.downsample:
+        hidden_state_shape: tuple[int, ...] = (downsampled_size(height), downsampled_size(width), config.channels)
+    elif config.kind == "resnet":
+        hidden_state_shape = (height, width, config.channels)
     else:
         hidden_state_shape = (config.mlp_hidden_state_size,)
     planes = None
-    if action_planes is not None and config.spatial_actions and config.kind == "resnet":
+    # Action planes mark board cells; a downsampled hidden state has no cells to mark.
+    if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
         # Nested tuples: a module attribute that stays hashable and static under jit.
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
     model = _MuZeroModel(config, num_actions, planes)

@@ -560,7 +560,7 @@ def check_replay_fits(config: Config, spec, available: int | None = None) -> Non
     capacity = config.replay.capacity
     fits = _largest_capacity_within(config.replay, spec, budget)
     raise MooziError(
-        f"replay.capacity={capacity:,} needs {need / 2**30:.1f} GiB for {spec.name} ({need / capacity:,.0f} bytes "
+        f"out of memory: replay.capacity={capacity:,} needs {need / 2**30:.1f} GiB for {spec.name} ({need / capacity:,.0f} bytes "
         f"per step), more than {REPLAY_MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB of memory available; "
         f"set --set replay.capacity={fits} or less"
     )

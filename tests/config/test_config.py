@@ -87,3 +87,17 @@ def test_value_transform_is_a_checked_setting():
     assert config.network.support.transform == "identity"
     with pytest.raises(ConfigError, match=r"network\.support\.transform.*phi, identity"):
         build_config("connect_four", overrides={"network.support.transform": "log"})
+
+
+def test_atari_games_get_the_atari_preset_and_own_presets_win():
+    from moozi.config import LIBRARY_PRESETS
+
+    for game in ("atari:Pong", "atari:breakout", "atari:space_invaders"):
+        config = build_config(game)
+        assert config.network.downsample and config.targets.history_length == 4
+        assert config.replay.capacity == LIBRARY_PRESETS["atari"]["replay.capacity"]
+    minatar = build_config("breakout")  # a preset of its own (MinAtar), not the Atari one
+    assert not minatar.network.downsample and minatar.targets.history_length == 2
+    assert not build_config("openspiel:catch").network.downsample  # libraries without a preset: none
+    overridden = build_config("atari:Pong", overrides={"replay.capacity": "50000"})
+    assert overridden.replay.capacity == 50_000  # --set still wins over the preset

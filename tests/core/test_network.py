@@ -172,3 +172,21 @@ def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _):
 def test_unknown_normalization_is_refused():
     with pytest.raises(MooziError, match="batch, layer"):
         NetworkConfig(normalization="group")
+
+
+@pytest.mark.parametrize("obs_shape, hidden_side", [((84, 84, 1), 6), ((96, 96, 3), 6), ((10, 10, 4), 1)])
+def test_downsampling_makes_the_atari_hidden_state_small(obs_shape, hidden_side):
+    config = NetworkConfig(downsample=True, channels=8, representation_blocks=1, prediction_blocks=1,
+                           dynamics_blocks=1, head_hidden=16)
+    planes = np.ones((5, *obs_shape[:2]), bool)  # board cells: meaningless once downsampled, so unused
+    network = make_network(config, obs_shape=obs_shape, history_length=4, num_actions=5, action_planes=planes)
+    assert network.hidden_state_shape == (hidden_side, hidden_side, 8)
+    obs = jnp.asarray(np.random.default_rng(0).uniform(size=(2, *network.input_shape)), jnp.float32)
+    variables = network.init(jax.random.PRNGKey(0), obs)
+    root = network.initial_inference(variables, obs)
+    assert root.hidden_state.shape == (2, hidden_side, hidden_side, 8)
+    step = network.recurrent_inference(variables, root.hidden_state, jnp.array([1, 4], jnp.int32))
+    assert step.hidden_state.shape == root.hidden_state.shape and step.policy_logits.shape == (2, 5)
+    assert np.all(np.isfinite(np.asarray(step.value)))
+    (out, _), projected = network.initial_inference_train(variables, obs), network.project(variables, root.hidden_state)
+    assert out.hidden_state.shape == root.hidden_state.shape and projected.shape == (2, hidden_side * hidden_side * 8)
