@@ -273,6 +273,10 @@ def _cmd_games(args) -> int:
                 print(f"  {name}")
             else:
                 print(f"  {name:16s} -> {value}")
+    from moozi.config import LIBRARY_PRESETS
+
+    for library in sorted(LIBRARY_PRESETS):
+        print(f"every {library}:<game> without a preset of its own gets the {library} preset (moozi/config/presets.py)")
     return 0
 
 

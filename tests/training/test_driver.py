@@ -194,6 +194,7 @@ def test_cli_games_lists_presets():
     assert result.returncode == 0
     for preset in ("tic_tac_toe", "connect_four", "go9", "breakout", "cartpole"):
         assert preset in result.stdout
+    assert "every atari:<game> without a preset of its own gets the atari preset" in result.stdout
 
 
 @pytest.mark.slow
