@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 OVERRIDES: dict[str, str] = {}  # --set key=value, applied to every game's preset
+AGENT_OVERRIDES: dict[str, dict[str, str]] = {"ppo": {}, "impala": {}}  # --ppo-set / --impala-set key=value
 
 
 def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoint_minutes: float,
@@ -158,6 +159,48 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     return out
 
 
+GYMNAX_MINATAR = {"breakout": "Breakout-MinAtar", "asterix": "Asterix-MinAtar", "freeway": "Freeway-MinAtar",
+                  "seaquest": "Seaquest-MinAtar", "space_invaders": "SpaceInvaders-MinAtar"}
+
+
+def model_free_minatar(agent: str, game: str, seed: int, minutes: list[float], episodes: int, max_steps: int,
+                       num_envs: int, rollout_steps: int) -> dict:
+    """PPO or IMPALA on the game's gymnax twin (sticky actions 0.1), the whole loop jitted
+    (moozi/agents/actor_critic/anakin.py): at each mark of training time (compiling included),
+    `episodes` episodes of the sampled policy, all at once."""
+    from moozi.config.overrides import apply_overrides
+    from moozi.envs import gymnax
+    from moozi.evaluation.intervals import bootstrap_mean_interval
+
+    if agent == "ppo":
+        from moozi.agents.ppo import PPOConfig as AgentConfig
+        from moozi.agents.ppo.anakin import make_anakin_trainer
+    else:
+        from moozi.agents.impala import IMPALAConfig as AgentConfig
+        from moozi.agents.impala.anakin import make_anakin_trainer
+    start = time.monotonic()
+    config = apply_overrides(AgentConfig(), AGENT_OVERRIDES[agent], prefix=f"{agent}.")
+    trainer = make_anakin_trainer(gymnax.make("gymnax:" + GYMNAX_MINATAR[game]), config,
+                                  num_envs=num_envs, rollout_steps=rollout_steps, seed=seed)
+    out = {"game": game, "agent": agent, "seed": seed, "num_envs": num_envs, "rollout_steps": rollout_steps,
+           agent: dict(AGENT_OVERRIDES[agent]), "marks": []}
+    trained = 0.0  # seconds of training (building and compiling included), evaluations excluded
+    since = start
+    for mark in sorted(minutes):
+        while trained < mark * 60:
+            metrics = trainer.iteration()
+            trained += time.monotonic() - since
+            since = time.monotonic()
+        returns = trainer.evaluate(episodes, seed=seed * 1000, max_steps=max_steps)
+        out["marks"].append({"minutes": round(trained / 60, 2), "env_steps": trainer.env_steps,
+                             "updates": trainer.updates, "mean_return": round(float(returns.mean()), 3),
+                             "bootstrap_ci": bootstrap_mean_interval(returns), "episodes": episodes,
+                             "max_steps": max_steps, "last_training_return": metrics.get("episode_return")})
+        print(game, agent, json.dumps(out["marks"][-1]), file=sys.stderr, flush=True)
+        since = time.monotonic()
+    return out
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", default="tic_tac_toe,connect_four,breakout")
@@ -173,6 +216,16 @@ def main(argv=None) -> dict:
                         help="minutes at which each MinAtar game is measured")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
+    parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
+                        "(MinAtar games only, on their gymnax twins, the jitted Anakin loop)")
+    parser.add_argument("--ppo-envs", type=int, default=64, help="B of the PPO runs")
+    parser.add_argument("--ppo-rollout-steps", type=int, default=128, help="T of the PPO runs")
+    parser.add_argument("--impala-envs", type=int, default=32, help="B of the IMPALA runs")
+    parser.add_argument("--impala-rollout-steps", type=int, default=20, help="T of the IMPALA runs (its unroll length)")
+    parser.add_argument("--ppo-set", dest="ppo_overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a PPOConfig field for PPO runs (repeatable), e.g. learning_rate=5e-4")
+    parser.add_argument("--impala-set", dest="impala_overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="an IMPALAConfig field for IMPALA runs (repeatable)")
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every game trained (repeatable), e.g. to try a preset change")
@@ -182,6 +235,11 @@ def main(argv=None) -> dict:
         if not sep:
             parser.error(f"--set needs key=value, got {item!r}")
         OVERRIDES[key.strip()] = value.strip()
+    from moozi.config.overrides import parse_set_arguments
+
+    AGENT_OVERRIDES["ppo"].update(parse_set_arguments(args.ppo_overrides))
+    AGENT_OVERRIDES["impala"].update(parse_set_arguments(args.impala_overrides))
+    agents = [a for a in args.agents.split(",") if a]
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
@@ -198,10 +256,16 @@ def main(argv=None) -> dict:
                 connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent))
         for game in (g for g in MINATAR_GAMES if g in games):
             marks = [float(m) for m in args.minatar_minutes.split(",")]
-            report.setdefault(game, []).append(
-                minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps))
+            if "muzero" in agents:
+                report.setdefault(game, []).append(
+                    minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps))
+            for agent in ("ppo", "impala"):
+                if agent in agents:
+                    report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(
+                        agent, game, seed, marks, args.minatar_episodes, args.minatar_max_steps,
+                        getattr(args, f"{agent}_envs"), getattr(args, f"{agent}_rollout_steps")))
     report["load_average_1min"] = os.getloadavg()[0]
-    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES):
+    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala") for g in MINATAR_GAMES)):
         for row in report.get(game, []):
             print(game, json.dumps(row), file=sys.stderr)
     print(json.dumps(report))

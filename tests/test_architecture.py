@@ -23,6 +23,7 @@ LAYERS = [
     ("moozi._version", "moozi.errors"),
     ("moozi.envs",),
     ("moozi.core",),
+    ("moozi.agents",),
     ("moozi.config",),
     ("moozi.builders",),
     ("moozi.runs",),
@@ -134,7 +135,7 @@ def test_imports_run_one_way_from_errors_up_to_the_cli():
 def test_the_checks_catch_a_cycle_and_an_upward_import():
     graph = {"moozi.core.a": {"moozi.core.b"}, "moozi.core.b": {"moozi.core.a"}, "moozi.envs.x": {"moozi.training.y"}}
     assert cycles(graph) == [["moozi.core.a", "moozi.core.b"]]
-    assert upward_imports(graph) == ["moozi.envs.x (layer 1) imports moozi.training.y (layer 8)"]
+    assert upward_imports(graph) == ["moozi.envs.x (layer 1) imports moozi.training.y (layer 9)"]
 
 
 def test_every_module_is_in_a_layer_and_the_graph_sees_lazy_imports():
