@@ -38,6 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-env-steps", type=int, default=None)
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its latest checkpoint")
     train.add_argument("--quiet", action="store_true", help="no progress line")
+    train.add_argument("--json", action="store_true", help="end with the run's summary as one JSON line instead of words")
 
     ev = sub.add_parser(
         "eval", help="evaluate a trained run against an opponent, or rank its checkpoints (--ladder)",
@@ -126,7 +127,12 @@ def _cmd_train(args) -> int:
         summary = driver.run()
     finally:
         driver.close()
-    print(json.dumps({"run_dir": str(run_dir), **summary}, default=str))
+    if args.json:
+        print(json.dumps({"run_dir": str(run_dir), **summary}, default=str))
+    else:
+        from moozi.runs.summary import describe
+
+        print(describe(summary))
     return 0
 
 

@@ -31,6 +31,7 @@ from moozi.core.types import sub_state
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import Z_95
 from moozi.runs.metrics_log import MetricsLogger
+from moozi.runs.summary import write_summary
 from moozi.training.backends import RoleDiedError, make_backend
 from moozi.builders import env_spec
 from moozi.training.roles.parameter_optimizer import ParameterOptimizer
@@ -111,6 +112,7 @@ class Driver:
         self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
         self._restored_window = None
         self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
+        self._last_test: dict | None = None  # the latest test of this invocation, with its update
         self.reanalyzer = None
         if config.train.reanalyze_fraction > 0:
             self.reanalyzer = self._backend.start(
@@ -269,7 +271,10 @@ class Driver:
             if self.progress:
                 print(file=sys.stderr)
             self.logger.flush()
-            return {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+            summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+            summary.update(self._summary_facts())
+            write_summary(self.run_dir, summary)
+            return summary
         finally:
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
@@ -326,10 +331,26 @@ class Driver:
         seed = self.config.seed + 7919 * counters.tests
         test_metrics = self._backend.get(self.tester.call("run", params, train.test_episodes, seed))
         counters.tests += 1
+        self._last_test = {"update": counters.updates, **test_metrics}
         self.logger.write(counters.updates, test_metrics, role="test")
         last_metrics.update(test_metrics)
         if train.keep_best:
             self._keep_if_best(test_metrics)
+
+    def _summary_facts(self) -> dict:
+        """What `moozi.runs.summary.describe` needs beyond the counters and the last metrics."""
+        best = best_checkpoint(self.run_dir)
+        return {
+            "run_dir": str(self.run_dir),
+            "game": self.spec.name,
+            "game_arg": self.config.game,
+            "agent": self.config.agent,
+            "two_player": self.spec.is_two_player,
+            "last_test": self._last_test,
+            "best_checkpoint": None if best is None else str(best),
+            "test_episodes": self.config.train.test_episodes,
+            "test_max_steps": self.config.train.test_max_steps,
+        }
 
     def _log(self, window: "_Window", started: float, last_metrics: dict) -> None:
         """The window's summary and the buffer's statistics as one metrics row (and the progress line)."""

@@ -203,8 +203,15 @@ def test_cli_train_eval_report_play(tmp_path):
     sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
     result = _moozi("train", "tic_tac_toe", "--run-dir", str(run_dir), "--max-env-steps", "240", "--quiet", *sets, timeout=600)
     assert result.returncode == 0, result.stderr
+    words = result.stdout
+    assert "Trained openspiel:tic_tac_toe with muzero" in words and "Next:" in words, words
+    assert f"moozi eval {run_dir}" in words and f"moozi play {run_dir}" in words, words
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 240 and summary["stop_reason"] == "max_env_steps"
+    result = _moozi("train", "tic_tac_toe", "--run-dir", str(run_dir), "--max-env-steps", "480", "--quiet", "--resume", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["env_steps"] == 240
+    assert summary["env_steps"] == 480 and summary["run_dir"] == str(run_dir)
     result = _moozi("eval", str(run_dir), "--opponent", "random", "--games", "4", "--json", str(tmp_path / "e.json"), timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "e.json").read_text())["games"] == 4
