@@ -186,11 +186,14 @@ def model_free_minatar(agent: str, game: str, seed: int, minutes: list[float], e
            agent: dict(AGENT_OVERRIDES[agent]), "marks": []}
     trained = 0.0  # seconds of training (building and compiling included), evaluations excluded
     since = start
+    out["curve"] = []  # (minutes, env steps, mean return of the training episodes that ended in that iteration)
     for mark in sorted(minutes):
         while trained < mark * 60:
             metrics = trainer.iteration()
             trained += time.monotonic() - since
             since = time.monotonic()
+            if trainer.updates % (50 * trainer.updates_per_rollout) == 0 and metrics["episode_return"] == metrics["episode_return"]:
+                out["curve"].append([round(trained / 60, 3), trainer.env_steps, round(metrics["episode_return"], 3)])
         returns = trainer.evaluate(episodes, seed=seed * 1000, max_steps=max_steps)
         out["marks"].append({"minutes": round(trained / 60, 2), "env_steps": trainer.env_steps,
                              "updates": trainer.updates, "mean_return": round(float(returns.mean()), 3),

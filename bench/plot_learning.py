@@ -1,0 +1,111 @@
+"""Learning curves of `bench/learning.py` runs in one PNG: return against wall-clock minutes and
+against env steps, one row per game, one colour per agent.
+
+    python bench/plot_learning.py RESULT.json [RESULT.json ...] --out bench/results/minatar.png
+
+Each RESULT.json holds the JSON object `bench/learning.py` prints last. Lines: MuZero's in-training
+tests (greedy, `train.test_episodes` episodes, read from the run's metrics.jsonl); PPO's and IMPALA's
+training episodes. Points with error bars: the marks (100 episodes each, 95% bootstrap interval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
+COLOURS = {"muzero": "tab:blue", "ppo": "tab:orange", "impala": "tab:green"}
+# The MinAtar paper's DQN and AC(lambda) at 5M frames, read off its learning curves (README, "MinAtar").
+PAPER = {"breakout": (10.0, 17.6), "asterix": (17.2, 19.3), "freeway": (50.2, 47.5), "seaquest": (20.3, 15.7),
+         "space_invaders": (43.0, 186.0)}
+
+
+def muzero_curve(metrics_path: pathlib.Path) -> list[tuple[float, int, float]]:
+    """(minutes, env steps, test return) of each in-training test of a MuZero run."""
+    points, env_steps = [], 0
+    for line in metrics_path.read_text().splitlines():
+        row = json.loads(line)
+        env_steps = int(row.get("env_steps", env_steps))
+        if "test_return" in row:
+            points.append((row["time"] / 60, env_steps, row["test_return"]))
+    return points
+
+
+def runs_of(report: dict) -> list[tuple[str, str, dict, list]]:
+    """(game, agent, run, curve) for every run in one bench/learning.py report."""
+    out = []
+    for key, runs in report.items():
+        game, _, agent = key.partition(":")
+        if game not in GAMES or not isinstance(runs, list):
+            continue
+        for run in runs:
+            agent = agent or "muzero"
+            if agent == "muzero":
+                metrics = pathlib.Path(report["work_dir"]) / f"{game}-{run['seed']}" / "metrics.jsonl"
+                curve = muzero_curve(metrics) if metrics.exists() else []
+            else:
+                curve = [tuple(p) for p in run.get("curve", [])]
+            out.append((game, agent, run, curve))
+    return out
+
+
+def plot(reports: list[dict], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for report in reports for r in runs_of(report)]
+    games = [g for g in GAMES if any(r[0] == g for r in runs)]
+    fig, axes = plt.subplots(len(games), 2, figsize=(11, 3.2 * len(games)), squeeze=False)
+    for row, game in enumerate(games):
+        for game_, agent, run, curve in runs:
+            if game_ != game:
+                continue
+            colour = COLOURS.get(agent, "black")
+            label = f"{agent} seed {run['seed']}"
+            for col, x_index in ((0, 0), (1, 1)):
+                ax = axes[row][col]
+                if curve:
+                    ax.plot([p[x_index] for p in curve], [p[2] for p in curve], color=colour, alpha=0.5, lw=1)
+                xs = [m["minutes"] if col == 0 else m["env_steps"] for m in run["marks"]]
+                ys = [m["mean_return"] for m in run["marks"]]
+                lows = [m["mean_return"] - (m["bootstrap_ci"] or [m["mean_return"]] * 2)[0] for m in run["marks"]]
+                highs = [(m["bootstrap_ci"] or [m["mean_return"]] * 2)[1] - m["mean_return"] for m in run["marks"]]
+                ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", color=colour, capsize=3,
+                            label=label if col == 0 else None)
+        dqn, ac = PAPER[game]
+        for ax in axes[row]:
+            ax.axhline(dqn, color="grey", ls="--", lw=1, label="paper DQN, 5M frames")
+            if ac <= 2 * max([dqn] + [m["mean_return"] for g, _, r, _ in runs if g == game for m in r["marks"]]):
+                ax.axhline(ac, color="grey", ls=":", lw=1, label="paper AC(λ), 5M frames")
+        axes[row][0].set_ylabel(f"{game}\nmean return")
+        axes[row][0].set_xlabel("training minutes (one core)")
+        axes[row][1].set_xlabel("env steps")
+        axes[row][1].set_xscale("log")
+        axes[row][0].legend(loc="upper left", fontsize=8)
+        for ax in axes[row]:
+            ax.grid(alpha=0.3)
+    fig.suptitle("MinAtar: lines = in-training tests (MuZero) / training episodes (PPO, IMPALA); "
+                 "points = 100-episode marks, 95% bootstrap intervals", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", type=pathlib.Path)
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/minatar.png"))
+    args = parser.parse_args(argv)
+    reports = []
+    for path in args.results:
+        text = path.read_text().strip().splitlines()
+        reports.append(json.loads(text[-1]))
+    plot(reports, args.out)
+    print(json.dumps({"benchmark": "plot_learning", "out": str(args.out), "runs": len(reports)}))
+
+
+if __name__ == "__main__":
+    main()
