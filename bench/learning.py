@@ -172,12 +172,9 @@ def model_free_minatar(agent: str, game: str, seed: int, minutes: list[float], e
     from moozi.envs import gymnax
     from moozi.evaluation.intervals import bootstrap_mean_interval
 
-    if agent == "ppo":
-        from moozi.agents.ppo import PPOConfig as AgentConfig
-        from moozi.agents.ppo.anakin import make_anakin_trainer
-    else:
-        from moozi.agents.impala import IMPALAConfig as AgentConfig
-        from moozi.agents.impala.anakin import make_anakin_trainer
+    from moozi.agents import IMPALAConfig, PPOConfig, make_anakin_trainer
+
+    AgentConfig = PPOConfig if agent == "ppo" else IMPALAConfig
     start = time.monotonic()
     config = apply_overrides(AgentConfig(), AGENT_OVERRIDES[agent], prefix=f"{agent}.")
     trainer = make_anakin_trainer(gymnax.make("gymnax:" + GYMNAX_MINATAR[game]), config,

@@ -123,3 +123,35 @@ def seed_key(seed: int, *path: int):
     for p in path:
         key = jax.random.fold_in(key, p)
     return key
+
+
+ACTOR_CRITIC_AGENTS = ("ppo", "impala")
+
+
+def is_actor_critic(config: Config) -> bool:
+    """PPO and IMPALA (moozi/agents): no search, no model, no replay buffer."""
+    return config.agent in ACTOR_CRITIC_AGENTS
+
+
+def make_actor_critic_learner(config: Config, spec: EnvSpec):
+    """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*` section)."""
+    from moozi.agents import make_learner
+    from moozi.errors import MooziError
+
+    if spec.is_two_player:
+        raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
+                         "(train it with agent=muzero or agent=alphazero)")
+    return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions)
+
+
+def make_actor_critic_trainer(config: Config, spec: EnvSpec):
+    """The config's actor-critic on its game: the Anakin loop (everything jitted) for JAX-native games,
+    the host loop over a `VectorEnv` otherwise; picked here, as MuZero's rollout workers are."""
+    from moozi.agents.actor_critic.anakin import AnakinTrainer
+    from moozi.agents.actor_critic.host import HostTrainer
+
+    learner = make_actor_critic_learner(config, spec)
+    if is_jax_native(config.game):
+        return AnakinTrainer(make_env(config.game, **env_options(config)), learner, seed=config.seed)
+    return HostTrainer(lambda num_envs, seed: make_vector_env(config, num_envs, seed, config.env.num_processes),
+                       spec.obs_shape, learner, seed=config.seed)

@@ -101,7 +101,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
     from moozi.config import build_config
     from moozi.config.overrides import parse_set_arguments
-    from moozi.training.driver import Driver
+    from moozi.training.drivers import make_driver
 
     overrides = parse_set_arguments(args.overrides)
     if args.seed is not None:
@@ -122,7 +122,7 @@ def _cmd_train(args) -> int:
     else:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.game)
         run_dir = pathlib.Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-    driver = Driver(config, run_dir, resume=args.resume, progress=not args.quiet)
+    driver = make_driver(config, run_dir, resume=args.resume, progress=not args.quiet)
     try:
         summary = driver.run()
     finally:

@@ -18,11 +18,22 @@ from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_check
 from moozi.config import Config, load_saved_config
 from moozi.core.train_step import init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
-from moozi.envs.registry import make_env
+from moozi.envs.registry import make_host_env
 from moozi.errors import MooziError
 from moozi.core.history import init_history
 from moozi.core.planner import greedy_planner_config
-from moozi.builders import build_network, env_options, env_spec, example_stacked_obs, make_acting, seed_key
+from moozi.agents.actor_critic.acting import act as act_with_policy
+from moozi.agents.actor_critic.networks import TrainState, example_obs
+from moozi.builders import (
+    build_network,
+    env_options,
+    env_spec,
+    example_stacked_obs,
+    is_actor_critic,
+    make_acting,
+    make_actor_critic_learner,
+    seed_key,
+)
 
 
 class Agent:
@@ -64,7 +75,7 @@ class Agent:
     def run_episode(self, env=None, seed: int = 0, max_steps: int | None = None) -> "EpisodeOutcome":
         """Plays one episode greedily, cut after `max_steps` actions if it has not ended by then."""
         if env is None:
-            env = make_env(self.config.game, **env_options(self.config))
+            env = make_host_env(self.config.game, **env_options(self.config))
         history = self.new_history()
         step = env.reset(seed=seed)
         total, last_action, steps = 0.0, DUMMY_ACTION, 0
@@ -83,6 +94,32 @@ class Agent:
         from moozi.agent.openspiel_bot import make_openspiel_bot
 
         return make_openspiel_bot(self, player_id)
+
+
+class ActorCriticAgent(Agent):
+    """A PPO or IMPALA agent (moozi/agents): acts by sampling its policy, as it was trained and tested
+    (a greedy actor-critic can repeat one move forever where the sampled one would not)."""
+
+    def __init__(self, config: Config, params, *, checkpoint: pathlib.Path | None = None):
+        self.config = config
+        self.spec = env_spec(config)
+        self.variables = params
+        self.checkpoint = checkpoint
+        network = make_actor_critic_learner(config, self.spec).network
+        self._act = jax.jit(lambda params, obs, legal, key: act_with_policy(network, params, obs, legal, key))
+        self._key = seed_key(config.seed, 99)
+
+    def new_history(self):
+        return None  # the policy sees the current observation only
+
+    @property
+    def needs_env_state(self) -> bool:
+        return False
+
+    def act(self, history, step: StepOutput, last_action: int, env_state=None):
+        self._key, key = jax.random.split(self._key)
+        out = self._act(self.variables, np.asarray(step.obs)[None], np.asarray(step.legal_actions)[None], key)
+        return history, int(out.action[0]), float(out.value[0])
 
 
 class EpisodeOutcome(NamedTuple):
@@ -106,6 +143,12 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     config = load_saved_config(run_dir / "config.json")
     path = resolve_checkpoint(run_dir, checkpoint)
     spec = env_spec(config)
+    if is_actor_critic(config):
+        learner = make_actor_critic_learner(config, spec)
+        params = learner.network.init(seed_key(config.seed, 0), example_obs(spec.obs_shape))
+        template = {"train": TrainState(params, learner.optimizer.init(params)), "acting_params": params}
+        tree, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
+        return ActorCriticAgent(config, TrainState(*tree["train"]).params, checkpoint=path)
     network = build_network(config, spec)
     template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
     train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})

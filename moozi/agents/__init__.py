@@ -1,2 +1,38 @@
-"""Model-free learning agents beside MuZero/AlphaZero (moozi/core), one package each, laid out alike
-(config, learning; the actor-critic network, acting and rollouts they share are in actor_critic/)."""
+"""The model-free agents beside MuZero and AlphaZero (moozi/core): PPO and IMPALA, one package each, laid
+out alike (config, learning: its loss, update and `make_learner`), on a shared actor-critic (networks,
+acting, rollouts, and the Anakin and host loops that run them). An agent's config section picks its
+learner here."""
+
+from __future__ import annotations
+
+from moozi.agents.actor_critic.anakin import AnakinTrainer
+from moozi.agents.actor_critic.learner import Learner
+from moozi.agents.impala.config import IMPALAConfig
+from moozi.agents.ppo.config import PPOConfig
+from moozi.envs.base import JaxEnv
+
+
+def make_learner(config: PPOConfig | IMPALAConfig, obs_shape: tuple[int, ...], num_actions: int, *,
+                 num_envs: int | None = None, rollout_steps: int | None = None,
+                 policy_lag: int | None = None) -> Learner:
+    """The learner of the agent whose settings `config` holds; B, T and the lag from `config` unless given."""
+    if isinstance(config, PPOConfig):
+        from moozi.agents.ppo.learning import make_learner as make
+    elif isinstance(config, IMPALAConfig):
+        from moozi.agents.impala.learning import make_learner as make
+    else:
+        raise TypeError(f"no actor-critic learner for {type(config).__name__}")
+    return make(config, obs_shape, num_actions, num_envs=num_envs, rollout_steps=rollout_steps, policy_lag=policy_lag)
+
+
+def make_anakin_trainer(env: JaxEnv, config: PPOConfig | IMPALAConfig, *, seed: int = 0, **shape) -> AnakinTrainer:
+    """The agent on a JAX-native env, its whole rollout-and-update loop jitted:
+
+        trainer = make_anakin_trainer(gymnax.make("gymnax:Breakout-MinAtar"), PPOConfig(), seed=0)
+        metrics = trainer.iteration()  # one rollout of B x T env steps and its update
+        returns = trainer.evaluate(episodes=100)
+    """
+    return AnakinTrainer(env, make_learner(config, env.spec.obs_shape, env.spec.num_actions, **shape), seed=seed)
+
+
+__all__ = ["AnakinTrainer", "IMPALAConfig", "Learner", "PPOConfig", "make_anakin_trainer", "make_learner"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from moozi.agents.impala.config import IMPALAConfig
+from moozi.agents.ppo.config import PPOConfig
 from moozi.config.overrides import ConfigError
 from moozi.core.loss import LossConfig
 from moozi.core.network import NetworkConfig
@@ -93,7 +95,10 @@ class Config:
     game: str = "tic_tac_toe"  # a preset or a library-qualified name (see `moozi games`)
     # muzero: plan with a learned model. alphazero: plan with the game's rules (a pgx game, or the
     # pgx twin of an OpenSpiel board game, see moozi/envs/twins.py); trains h and f only (K = 0).
-    agent: Literal["muzero", "alphazero"] = "muzero"
+    # ppo, impala: model-free actor-critics (moozi/agents) for one-player games, set by their own
+    # sections (`ppo.*`, `impala.*`); the planner, targets, replay, loss and optimizer sections are
+    # MuZero's and do not apply to them.
+    agent: Literal["muzero", "alphazero", "ppo", "impala"] = "muzero"
     seed: int = 0  # one seed drives every RNG of the run
     env: EnvConfig = EnvConfig()
     network: NetworkConfig = NetworkConfig()
@@ -104,6 +109,8 @@ class Config:
     optimizer: OptimizerConfig = OptimizerConfig()
     train: TrainConfig = TrainConfig()
     backend: BackendConfig = BackendConfig()
+    ppo: PPOConfig = PPOConfig()
+    impala: IMPALAConfig = IMPALAConfig()
 
 
 def validate(config: Config) -> None:
@@ -124,7 +131,7 @@ def validate(config: Config) -> None:
     }
     if config.agent == "muzero":
         positive["targets.num_unroll_steps"] = config.targets.num_unroll_steps
-    elif config.targets.num_unroll_steps != 0:
+    elif config.agent == "alphazero" and config.targets.num_unroll_steps != 0:
         raise ConfigError("targets.num_unroll_steps must be 0 with agent=alphazero (its model is the game, not learned)")
     for key, value in positive.items():
         if value < 1:

@@ -29,7 +29,10 @@ class JaxVectorEnv:
         self._key, sub = jax.random.split(self._key)
         return jax.random.split(sub, self.num_envs)
 
-    def reset(self) -> StepOutput:
+    def reset(self, seed: int | None = None) -> StepOutput:
+        """New episodes in every env; `seed` restarts the key stream (as a new JaxVectorEnv(seed) would)."""
+        if seed is not None:
+            self._key = jax.random.key(seed)
         self._state, out = self._init(self._keys())
         return jax.tree.map(np.asarray, out)
 
@@ -52,3 +55,31 @@ class JaxVectorEnv:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class JaxSingleEnv:
+    """One copy of a JAX-native game behind the host `Env` interface (`reset(seed)`, `step(action,
+    is_last)`), so a loaded agent plays and is evaluated on gymnax or pgx one episode at a time, as on
+    any host env. Compiled once: each reset only reseeds."""
+
+    def __init__(self, env: JaxEnv):
+        self.env = env
+        self.spec = env.spec
+        self._vector = JaxVectorEnv(env, 1)
+
+    def reset(self, seed: int | None = None) -> StepOutput:
+        return _first(self._vector.reset(seed))
+
+    def step(self, action, is_last) -> StepOutput:
+        return _first(self._vector.step([action], [is_last]))
+
+    @property
+    def state(self):
+        return jax.tree.map(lambda x: x[0], self._vector.state)
+
+    def close(self) -> None:
+        self._vector.close()
+
+
+def _first(out: StepOutput) -> StepOutput:
+    return StepOutput(*(x[0] for x in out))

@@ -23,6 +23,7 @@ from moozi.errors import MooziError, UnknownGameError
 
 __all__ = [
     "PRESET_GAMES",
+    "make_host_env",
     "make_played_env",
     "make_env",
     "resolve_game_name",
@@ -256,4 +257,16 @@ def make_played_env(game_name: str) -> tuple[str, Env]:
 
     canonical = resolve_game_name(game_name)
     canonical = openspiel_twin(canonical) or canonical
-    return canonical, make_env(canonical)
+    return canonical, make_host_env(canonical)
+
+
+def make_host_env(game_name: str, **options) -> Env:
+    """`make_env`, with a one-player JAX-native game behind the host interface (`JaxSingleEnv`), for
+    playing one episode at a time. Two-player pgx games stay JAX envs: their agents search from the
+    game's state."""
+    env = make_env(game_name, **options)
+    if is_jax_native(game_name) and env.spec.num_players == 1:
+        from moozi.envs.jax_vector import JaxSingleEnv
+
+        env = JaxSingleEnv(env)
+    return env

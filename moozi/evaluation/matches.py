@@ -470,4 +470,6 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
             raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
         return _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
     finally:
-        env.close()
+        close = getattr(env, "close", None)  # JAX-native envs hold nothing to release
+        if close is not None:
+            close()

@@ -78,13 +78,9 @@ class Driver:
             # A misspelt or unsupported game, or a buffer too big for this machine, must fail before
             # anything is written, so a bad command leaves no half-made run directory behind.
             _check_replay_fits_here(config, env_spec(config))
-        self._prepare_run_dir(resume)
+        prepare_run_dir(self.run_dir, resume)
         if resume:
-            saved = load_saved_config(self.run_dir / "config.json")
-            # Stopping rules may change on resume; everything that shapes learning may not.
-            config = dataclasses.replace(saved, train=dataclasses.replace(
-                saved.train, max_minutes=config.train.max_minutes, max_env_steps=config.train.max_env_steps
-            ), backend=config.backend)
+            config = resumed_config(self.run_dir, config)
         self.config = config
         self.spec = env_spec(config)
         if resume:
@@ -126,20 +122,6 @@ class Driver:
         self.logger = MetricsLogger(self.run_dir, resume_from_step=-1 if resume_step is None else resume_step)
 
     # --- run directory and checkpoints ------------------------------------------------
-    def _prepare_run_dir(self, resume: bool) -> None:
-        run_dir = self.run_dir
-        if resume and not (run_dir / "config.json").exists():
-            raise MooziError(f"cannot resume: {run_dir} has no config.json (not a moozi run directory)")
-        if not resume and (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
-            raise MooziError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            probe = run_dir / ".write_test"
-            probe.write_bytes(b"ok")
-            probe.unlink()
-        except OSError as e:
-            raise MooziError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
-
     def _meta(self) -> dict:
         return {
             "game": self.spec.name,
@@ -205,27 +187,13 @@ class Driver:
 
     # --- the loop ----------------------------------------------------------------------
     def _install_signal_handlers(self):
-        previous = {}
+        return install_stop_signals(self._request_stop)
 
-        def request_stop(signum, frame):
-            self._stop_reason = f"signal {signal.Signals(signum).name}"
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                previous[sig] = signal.signal(sig, request_stop)
-            except ValueError:  # not the main thread
-                pass
-        return previous
+    def _request_stop(self, reason: str) -> None:
+        self._stop_reason = reason
 
     def _should_stop(self, started: float) -> str | None:
-        train = self.config.train
-        if self._stop_reason:
-            return self._stop_reason
-        if train.max_env_steps is not None and self.counters.env_steps >= train.max_env_steps:
-            return "max_env_steps"
-        if train.max_minutes is not None and time.monotonic() - started >= 60 * train.max_minutes:
-            return "max_minutes"
-        return None
+        return self._stop_reason or limit_reached(self.config.train, self.counters, started)
 
     def run(self) -> dict:
         """Iterations until a stop condition; returns the last metrics, the stop reason and the counters.
@@ -276,8 +244,7 @@ class Driver:
             write_summary(self.run_dir, summary)
             return summary
         finally:
-            for sig, handler in previous_handlers.items():
-                signal.signal(sig, handler)
+            restore_signals(previous_handlers)
             self.logger.close()
 
     def _launch_iteration(self, params_ref, version: int, ready: bool, window: "_Window") -> "_Pending":
@@ -486,6 +453,61 @@ class _Window:
         out["episodes"] = float(counters.episodes)
         out["policy_version"] = float(counters.updates)
         return out
+
+
+# --- what every driver shares: the run directory, resuming, stopping ----------------------
+def prepare_run_dir(run_dir: pathlib.Path, resume: bool) -> None:
+    """Checks that `run_dir` can hold this run (or holds the run to resume) and is writable."""
+    if resume and not (run_dir / "config.json").exists():
+        raise MooziError(f"cannot resume: {run_dir} has no config.json (not a moozi run directory)")
+    if not resume and (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+        raise MooziError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write_test"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as e:
+        raise MooziError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
+
+
+def resumed_config(run_dir: pathlib.Path, requested: Config) -> Config:
+    """The saved config of the run to resume, with the requested stopping rules and backend:
+    those may change on resume; everything that shapes learning may not."""
+    saved = load_saved_config(run_dir / "config.json")
+    return dataclasses.replace(saved, train=dataclasses.replace(
+        saved.train, max_minutes=requested.train.max_minutes, max_env_steps=requested.train.max_env_steps
+    ), backend=requested.backend)
+
+
+def install_stop_signals(request_stop) -> dict:
+    """SIGINT and SIGTERM call `request_stop("signal NAME")` (the loop then stops between iterations and
+    writes its checkpoint); returns the previous handlers for `restore_signals`."""
+    previous = {}
+
+    def handler(signum, frame):
+        request_stop(f"signal {signal.Signals(signum).name}")
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    return previous
+
+
+def restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def limit_reached(train, counters: "Counters", started: float) -> str | None:
+    """The stopping rule the run has reached, if any (`started`: this invocation's time.monotonic())."""
+    if train.max_env_steps is not None and counters.env_steps >= train.max_env_steps:
+        return "max_env_steps"
+    if train.max_minutes is not None and time.monotonic() - started >= 60 * train.max_minutes:
+        return "max_minutes"
+    return None
 
 
 def strength_score(test_metrics: dict, episodes: int) -> tuple[str | None, float, float]:

@@ -41,7 +41,7 @@ def test_bad_settings_name_the_key():
 def test_policy_lag_is_what_vtrace_sees(policy_lag):
     """Acting one update behind (Cleanba's synchronous schedule) makes pi/mu differ from 1; acting
     with the latest parameters keeps it 1."""
-    from moozi.agents.impala.anakin import make_anakin_trainer
+    from moozi.agents import make_anakin_trainer
     from moozi.envs import gymnax
 
     config = IMPALAConfig(learning_rate=1e-2, mlp_hidden_sizes=(16,))
@@ -59,7 +59,7 @@ def test_policy_lag_is_what_vtrace_sees(policy_lag):
 def test_impala_learns_cartpole():
     """~250k env steps of gymnax CartPole-v1 in ~20 s (mostly compiling), one RMSProp step per rollout
     of 32 x 20: a broken V-trace or loss stays near the random policy's ~22."""
-    from moozi.agents.impala.anakin import make_anakin_trainer
+    from moozi.agents import make_anakin_trainer
     from moozi.envs import gymnax
 
     config = IMPALAConfig(mlp_hidden_sizes=(64, 64), learning_rate=2e-3, anneal_env_steps=300_000)

@@ -10,43 +10,29 @@ one-version lag. A seed fixes every key: the same seed gives the same parameters
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from moozi.agents.actor_critic.networks import PolicyNetwork, TrainState, example_obs
+from moozi.agents.actor_critic.learner import Learner
+from moozi.agents.actor_critic.networks import PolicyNetwork, TrainState
 from moozi.agents.actor_critic.rollout import init_carry, make_rollout
+from moozi.agents.actor_critic.trainer_state import TrainerState
 from moozi.envs.base import JaxEnv
 
 
-class AnakinTrainer:
-    """Holds one run's state on a JAX-native env and calls its jitted iteration.
+class AnakinTrainer(TrainerState):
+    """Holds one run's state on a JAX-native env and calls its jitted iteration: the learner's
+    `update(state, rollout, key) -> (state, metrics)` applies `updates_per_rollout` optimizer steps."""
 
-    `update(state, rollout, key) -> (state, metrics)` is the agent's learning step; it applies
-    `updates_per_rollout` optimizer steps (counted in `updates`).
-    """
-
-    def __init__(self, env: JaxEnv, network: PolicyNetwork, optimizer: optax.GradientTransformation,
-                 update: Callable, *, num_envs: int, rollout_steps: int, updates_per_rollout: int,
-                 seed: int = 0, policy_lag: int = 0):
-        if policy_lag not in (0, 1):
-            raise ValueError(f"policy_lag must be 0 or 1, got {policy_lag}")
+    def __init__(self, env: JaxEnv, learner: Learner, *, seed: int = 0):
+        super().__init__(learner, env.spec.obs_shape, seed)
         self.env = env
-        self.network = network
-        self.num_envs = num_envs
-        self.rollout_steps = rollout_steps
-        self.updates_per_rollout = updates_per_rollout
-        init_key, carry_key, self._key = jax.random.split(jax.random.PRNGKey(seed), 3)
-        params = network.init(init_key, example_obs(env.spec.obs_shape))
-        self.state = TrainState(params, optimizer.init(params))
-        self.acting_params = params
-        self.carry = jax.jit(init_carry, static_argnums=(0, 1))(env, num_envs, carry_key)
-        self.env_steps = 0
-        self.updates = 0
-        rollout = make_rollout(env, network, rollout_steps)
+        self.carry = jax.jit(init_carry, static_argnums=(0, 1))(env, self.num_envs, self.carry_key)
+        rollout = make_rollout(env, learner.network, self.rollout_steps)
+        update, policy_lag = learner.update, learner.policy_lag
 
         def iteration(state: TrainState, acting_params, carry, key):
             rollout_key, update_key = jax.random.split(key)
@@ -59,18 +45,20 @@ class AnakinTrainer:
             return new_state, next_acting, carry, metrics
 
         self._iteration = jax.jit(iteration)
-        self._evaluation = _evaluation_steps(env, network)
+        self._evaluation = _evaluation_steps(env, learner.network)
 
     def iteration(self) -> dict[str, float]:
         """One rollout of B x T env steps and its update; returns the update's metrics."""
         self._key, key = jax.random.split(self._key)
         self.state, self.acting_params, self.carry, metrics = self._iteration(
             self.state, self.acting_params, self.carry, key)
-        self.env_steps += self.num_envs * self.rollout_steps
-        self.updates += self.updates_per_rollout
-        out = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        out.update(env_steps=self.env_steps, updates=self.updates)
-        return out
+        return self.count_iteration(metrics)
+
+    def environment_state(self) -> Any:
+        return self.carry
+
+    def set_environment_state(self, carry: Any) -> None:
+        self.carry = carry
 
     def evaluate(self, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 5_000) -> np.ndarray:
         """Returns of `episodes` episodes of the latest parameters, one per env, all played at once,

@@ -15,6 +15,9 @@ class IMPALAConfig:
     discount 0.99, V-trace with rho-bar = c-bar = 1 (lambda 1). Their learning rate, 6e-4, falls
     linearly to 0; here over `anneal_env_steps`."""
 
+    num_envs: int = 32  # B: the actors' envs, one batch per rollout
+    rollout_steps: int = 20  # T: the unroll length (the paper's 20)
+    policy_lag: int = 1  # the actors play parameters one update old, as IMPALA's actors do (0: the latest)
     learning_rate: float = 6e-4
     anneal_learning_rate: bool = True
     anneal_env_steps: int = 10_000_000
@@ -38,5 +41,8 @@ class IMPALAConfig:
         for key in ("learning_rate", "clip_rho_threshold", "clip_pg_rho_threshold", "max_grad_norm"):
             if getattr(self, key) <= 0:
                 raise MooziError(f"bad value {getattr(self, key)!r} for impala.{key}: expected a positive number")
-        if self.anneal_env_steps < 1:
-            raise MooziError("bad value for impala.anneal_env_steps: expected a positive integer")
+        for key in ("num_envs", "rollout_steps", "anneal_env_steps"):
+            if getattr(self, key) < 1:
+                raise MooziError(f"bad value {getattr(self, key)!r} for impala.{key}: expected a positive integer")
+        if self.policy_lag not in (0, 1):
+            raise MooziError(f"bad value {self.policy_lag!r} for impala.policy_lag: expected 0 or 1")

@@ -13,6 +13,11 @@ class PPOConfig:
     """Defaults: cleanrl's ppo_atari (Huang et al. 2022, "The 37 implementation details of PPO"),
     except the minibatch count, which follows the rollout size (see `num_minibatches`)."""
 
+    num_envs: int = 64  # B: envs stepped together (cleanrl: 8; more envs fill a CPU's vector units better)
+    rollout_steps: int = 128  # T: steps each env takes per rollout (cleanrl's num_steps)
+    # 0: each rollout is played by the latest parameters. 1: by the parameters one update older, Cleanba's
+    # synchronous schedule (the learner trains on version i-1's data while the actors play version i).
+    policy_lag: int = 0
     learning_rate: float = 2.5e-4  # Adam's peak step size
     anneal_learning_rate: bool = True  # linearly to 0 over `anneal_env_steps`
     anneal_env_steps: int = 10_000_000  # the horizon of the annealing (cleanrl: the run's total steps)
@@ -32,11 +37,13 @@ class PPOConfig:
 
     def __post_init__(self):
         check_torso(self.torso, "ppo.torso")
-        for key in ("num_epochs", "num_minibatches", "anneal_env_steps"):
+        for key in ("num_envs", "rollout_steps", "num_epochs", "num_minibatches", "anneal_env_steps"):
             if getattr(self, key) < 1:
                 raise MooziError(f"bad value {getattr(self, key)!r} for ppo.{key}: expected a positive integer")
         for key in ("discount", "gae_lambda"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise MooziError(f"bad value {getattr(self, key)!r} for ppo.{key}: expected 0 <= x <= 1")
+        if self.policy_lag not in (0, 1):
+            raise MooziError(f"bad value {self.policy_lag!r} for ppo.policy_lag: expected 0 or 1")
         if self.clip_epsilon <= 0 or self.learning_rate <= 0:
             raise MooziError("ppo.clip_epsilon and ppo.learning_rate must be positive")

@@ -1,0 +1,206 @@
+"""The driver of the model-free agents (agent=ppo, agent=impala): one process runs the agent's loop
+(moozi/agents/actor_critic: the Anakin loop for JAX-native games, the host loop over a VectorEnv
+otherwise) and gives it what every moozi run has: the run directory with its config, metrics.jsonl
+and TensorBoard logs, in-training tests, checkpoints that resume exactly, the best checkpoint,
+stopping rules and signals, and the end-of-run summary.
+
+Each iteration is one rollout of B x T env steps and the agent's update on it (`updates_per_rollout`
+optimizer steps). Checkpoints are taken between iterations; they hold the learner's state, the
+acting parameters, the key, and the envs' state (the Anakin carry, or the host envs' snapshots), so
+a resumed run continues bit for bit where the stopped one was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+from moozi._version import __version__
+from moozi.builders import env_spec, make_actor_critic_trainer
+from moozi.config import Config, save_config
+from moozi.errors import MooziError
+from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
+from moozi.runs.metrics_log import MetricsLogger
+from moozi.runs.summary import write_summary
+from moozi.training.driver import (
+    Counters,
+    _clock,
+    install_stop_signals,
+    limit_reached,
+    next_best,
+    prepare_run_dir,
+    restore_signals,
+    resumed_config,
+    strength_score,
+)
+
+
+class ActorCriticDriver:
+    def __init__(self, config: Config, run_dir: str | pathlib.Path, *, resume: bool = False, progress: bool = True):
+        self.run_dir = pathlib.Path(run_dir)
+        if config.backend.kind != "inline":
+            raise MooziError(f"agent={config.agent} runs in one process (backend.kind=inline); "
+                             "the Ray backend's roles are MuZero's and AlphaZero's")
+        spec = env_spec(config)  # a misspelt game fails here, before the run directory is made
+        if spec.is_two_player:
+            raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
+                             "(train it with agent=muzero or agent=alphazero)")
+        prepare_run_dir(self.run_dir, resume)
+        if resume:
+            config = resumed_config(self.run_dir, config)
+        self.config, self.spec, self.progress = config, spec, progress
+        save_config(config, self.run_dir / "config.json")
+        self.trainer = make_actor_critic_trainer(config, spec)
+        self.counters = Counters()
+        self._stop_reason: str | None = None
+        self._best: dict | None = None
+        self._last_test: dict | None = None
+        resume_step = self._restore() if resume else None
+        self.logger = MetricsLogger(self.run_dir, resume_from_step=-1 if resume_step is None else resume_step)
+
+    # --- checkpoints -----------------------------------------------------------------------
+    def _meta(self) -> dict:
+        return {"game": self.spec.name, "agent": self.config.agent, "moozi_version": __version__,
+                "counters": dataclasses.asdict(self.counters)}
+
+    def checkpoint(self) -> pathlib.Path:
+        return save_checkpoint(self.run_dir, self.counters.updates, train_state=self.trainer.learner_tree(),
+                               arrays=self.trainer.state_arrays(), meta=self._meta(),
+                               keep=self.config.train.keep_checkpoints)
+
+    def _restore(self) -> int | None:
+        path = latest_checkpoint(self.run_dir)
+        if path is None and not any(self.run_dir.glob("checkpoints/ckpt-*")):
+            print(f"{self.run_dir} has no checkpoint yet: starting from the beginning", file=sys.stderr)
+            return None
+        if path is None:
+            raise MooziError(f"cannot resume: {self.run_dir} has no complete checkpoint")
+        tree, arrays, meta = load_checkpoint(path, train_state_template=self.trainer.learner_tree(),
+                                             expected_meta={"game": self.spec.name})
+        self.trainer.set_learner_tree(tree)
+        self.trainer.load_state_arrays(arrays)
+        self.counters = Counters.from_meta(meta)
+        best = best_checkpoint(self.run_dir)
+        if best is not None:
+            self._best = json.loads((best / "meta.json").read_text()).get("best")
+        return self.counters.updates
+
+    # --- the loop --------------------------------------------------------------------------
+    def _request_stop(self, reason: str) -> None:
+        self._stop_reason = reason
+
+    def run(self) -> dict:
+        """Iterations until a stop condition; returns the last metrics, the stop reason and the counters."""
+        counters, train = self.counters, self.config.train
+        previous_handlers = install_stop_signals(self._request_stop)
+        started = time.monotonic()
+        elapsed_before = counters.elapsed_seconds
+        last_checkpoint = time.monotonic()
+        next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
+        window, last_metrics = _Window(), {}
+        try:
+            while (reason := self._stop_reason or limit_reached(train, counters, started)) is None:
+                metrics = self.trainer.iteration()
+                counters.iteration += 1
+                counters.updates = int(metrics.pop("updates"))
+                counters.env_steps = int(metrics.pop("env_steps"))
+                counters.episodes += int(metrics["episodes"])
+                window.add(metrics, self.trainer.num_envs * self.trainer.rollout_steps, self.trainer.updates_per_rollout)
+                if next_test is not None and counters.updates >= next_test:
+                    self._test(last_metrics)
+                    next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates
+                if window.updates >= train.log_every_updates:
+                    self._log(window, started, elapsed_before, last_metrics)
+                    window = _Window()
+                if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                    counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+                    self.checkpoint()
+                    last_checkpoint = time.monotonic()
+            if window.updates:
+                self._log(window, started, elapsed_before, last_metrics)
+            counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+            path = self.checkpoint()
+            if self.progress:
+                print(file=sys.stderr)
+            self.logger.flush()
+            best = best_checkpoint(self.run_dir)
+            summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters),
+                       "run_dir": str(self.run_dir), "game": self.spec.name, "game_arg": self.config.game,
+                       "agent": self.config.agent, "two_player": False, "last_test": self._last_test,
+                       "best_checkpoint": None if best is None else str(best),
+                       "test_episodes": train.test_episodes, "test_max_steps": train.test_max_steps}
+            write_summary(self.run_dir, summary)
+            return summary
+        finally:
+            restore_signals(previous_handlers)
+
+    def _test(self, last_metrics: dict) -> None:
+        """The sampled policy over `test_episodes` fresh episodes, each cut after `test_max_steps`."""
+        train, counters = self.config.train, self.counters
+        returns = self.trainer.evaluate(train.test_episodes, seed=self.config.seed + 7919 * counters.tests,
+                                        max_steps=train.test_max_steps)
+        counters.tests += 1
+        test_metrics = {"test_return": float(np.mean(returns)), "test_return_std": float(np.std(returns))}
+        self._last_test = {"update": counters.updates, **test_metrics}
+        self.logger.write(counters.updates, test_metrics, role="test")
+        last_metrics.update(test_metrics)
+        if train.keep_best:
+            name, score, se = strength_score(test_metrics, train.test_episodes)
+            best = next_best(self._best, name, score, se, counters.updates)
+            if best is not None:
+                self._best = best
+                save_best_checkpoint(self.run_dir, counters.updates, train_state=self.trainer.learner_tree(),
+                                     meta={**self._meta(), "best": best, "test_metrics": test_metrics})
+
+    def _log(self, window: "_Window", started: float, elapsed_before: float, last_metrics: dict) -> None:
+        metrics = window.summary()
+        metrics.update(env_steps=float(self.counters.env_steps), episodes=float(self.counters.episodes),
+                       policy_version=float(self.counters.updates),
+                       policy_lag=float(self.trainer.learner.policy_lag))  # updates between acting and learning
+        self.logger.write(self.counters.updates, metrics)
+        last_metrics.update(metrics)
+        if self.progress:
+            elapsed = elapsed_before + time.monotonic() - started
+            parts = [_clock(elapsed), f"upd {self.counters.updates}", f"env {self.counters.env_steps}"]
+            for key, label in (("total_loss", "loss"), ("episode_return", "return"), ("test_return", "test"),
+                               ("env_steps_per_s", "env/s")):
+                value = last_metrics.get(key)
+                if value is not None and np.isfinite(value):
+                    parts.append(f"{label} {value:.3g}")
+            end = "\r" if sys.stderr.isatty() else "\n"
+            print(" | ".join(parts).ljust(100), end=end, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        close = getattr(self.trainer, "close", None)
+        if close is not None:
+            close()
+
+
+class _Window:
+    """Means of the update's metrics, and the throughput, between two log lines."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.updates = 0
+        self.env_steps = 0
+
+    def add(self, metrics: dict, env_steps: int, updates: int) -> None:
+        self.env_steps += env_steps
+        self.updates += updates
+        for key, value in metrics.items():
+            if key != "episodes" and np.isfinite(value):
+                self.sums[key] = self.sums.get(key, 0.0) + value
+                self.counts[key] = self.counts.get(key, 0) + 1
+
+    def summary(self) -> dict[str, float]:
+        seconds = max(time.perf_counter() - self.start, 1e-9)
+        out = {key: self.sums[key] / self.counts[key] for key in self.sums}
+        out.update(env_steps_per_s=self.env_steps / seconds, updates_per_s=self.updates / seconds)
+        return out

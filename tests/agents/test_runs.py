@@ -1,0 +1,76 @@
+"""agent=ppo and agent=impala through `moozi train`'s driver: the run directory, tests, checkpoints,
+exact resume, `load_agent` and `moozi eval`, as MuZero runs have them."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from moozi.agent import load_agent
+from moozi.config import build_config
+from moozi.errors import MooziError
+from moozi.evaluation.matches import evaluate
+from moozi.runs.metrics_log import read_metrics
+from moozi.training.actor_critic_driver import ActorCriticDriver
+from moozi.training.drivers import make_driver
+
+SMALL = {"ppo.num_envs": 4, "ppo.rollout_steps": 8, "ppo.mlp_hidden_sizes": "16", "ppo.num_minibatches": 2,
+         "ppo.num_epochs": 2, "impala.num_envs": 4, "impala.rollout_steps": 8, "impala.mlp_hidden_sizes": "16",
+         "train.test_every_updates": 8, "train.test_episodes": 3, "train.test_max_steps": 50,
+         "train.log_every_updates": 4}
+
+
+def _run(game, run_dir, env_steps, resume=False, **overrides):
+    config = build_config(game, overrides={**SMALL, "train.max_env_steps": env_steps, **overrides})
+    driver = make_driver(config, run_dir, resume=resume, progress=False)
+    try:
+        return driver.run()
+    finally:
+        driver.close()
+
+
+def _leaves(run_dir):
+    return jax.tree.leaves(load_agent(run_dir, checkpoint="latest").variables)
+
+
+def test_anakin_ppo_run_resumes_exactly(tmp_path):
+    """Stopped after 2 iterations and resumed to 4, the parameters equal those of 4 iterations straight,
+    bit for bit (learner, acting parameters, key and the envs' carry all come back)."""
+    straight = _run("gymnax:CartPole-v1", tmp_path / "straight", 128, agent="ppo")
+    _run("gymnax:CartPole-v1", tmp_path / "split", 64, agent="ppo")
+    resumed = _run("gymnax:CartPole-v1", tmp_path / "split", 128, resume=True)  # the saved agent is kept
+    assert straight["updates"] == resumed["updates"] == 16 and resumed["env_steps"] == 128
+    for a, b in zip(_leaves(tmp_path / "straight"), _leaves(tmp_path / "split"), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    rows = [r for r in read_metrics(tmp_path / "split") if r.get("role") == "test"]
+    assert [r["step"] for r in rows] == [8, 16] and all(np.isfinite(r["test_return"]) for r in rows)
+    summary = json.loads((tmp_path / "split" / "summary.json").read_text())
+    assert summary["agent"] == "ppo" and summary["last_test"]["update"] == 16
+    agent = load_agent(tmp_path / "split")  # a gymnax game, played one episode at a time (JaxSingleEnv)
+    result = evaluate(agent, agent.config.game, "random", 2, seed=0, max_steps=30)
+    assert len(result.returns) == 2 and all(1 <= r <= 30 for r in result.returns)
+
+
+def test_host_impala_run_tests_checkpoints_and_evaluates(tmp_path):
+    """The host loop (gymnasium CartPole over a VectorEnv): metrics, a best checkpoint, and a loaded agent
+    that `moozi eval` plays with capped episodes."""
+    summary = _run("cartpole", tmp_path / "run", 256, agent="impala")
+    assert summary["updates"] == 8 and summary["env_steps"] == 256 and summary["policy_lag"] == 1.0
+    train_rows = [r for r in read_metrics(tmp_path / "run") if r.get("role") != "test"]
+    assert train_rows and all(np.isfinite(r["total_loss"]) for r in train_rows)
+    assert summary["best_checkpoint"] is not None
+    agent = load_agent(tmp_path / "run")
+    result = evaluate(agent, agent.config.game, "random", 3, seed=0, max_steps=20)
+    assert len(result.returns) == 3 and max(result.returns) <= 20
+
+
+def test_actor_critics_refuse_what_they_cannot_run(tmp_path):
+    with pytest.raises(MooziError, match="agent=ppo plays one-player games; tic_tac_toe has two players"):
+        ActorCriticDriver(build_config("tic_tac_toe", overrides={"agent": "ppo"}), tmp_path / "a", progress=False)
+    with pytest.raises(MooziError, match="runs in one process"):
+        ActorCriticDriver(build_config("cartpole", overrides={"agent": "impala", "backend.kind": "ray"}),
+                          tmp_path / "b", progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before the run dir is made
+    with pytest.raises(MooziError, match="ppo.policy_lag"):
+        build_config("cartpole", overrides={"agent": "ppo", "ppo.policy_lag": 2})
