@@ -144,14 +144,10 @@ def make_actor_critic_learner(config: Config, spec: EnvSpec):
     return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions)
 
 
-def make_actor_critic_trainer(config: Config, spec: EnvSpec):
-    """The config's actor-critic on its game: the Anakin loop (everything jitted) for JAX-native games,
-    the host loop over a `VectorEnv` otherwise; picked here, as MuZero's rollout workers are."""
+def make_anakin_actor_critic(config: Config, spec: EnvSpec):
+    """The config's actor-critic on a JAX-native game: the Anakin loop, rollouts and update in one
+    jitted program. (Host games run the host loop, moozi/training/actor_critic_host.py.)"""
     from moozi.agents.actor_critic.anakin import AnakinTrainer
-    from moozi.agents.actor_critic.host import HostTrainer
 
-    learner = make_actor_critic_learner(config, spec)
-    if is_jax_native(config.game):
-        return AnakinTrainer(make_env(config.game, **env_options(config)), learner, seed=config.seed)
-    return HostTrainer(lambda num_envs, seed: make_vector_env(config, num_envs, seed, config.env.num_processes),
-                       spec.obs_shape, learner, seed=config.seed)
+    return AnakinTrainer(make_env(config.game, **env_options(config)), make_actor_critic_learner(config, spec),
+                         seed=config.seed)

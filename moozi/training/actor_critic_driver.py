@@ -1,6 +1,6 @@
-"""The driver of the model-free agents (agent=ppo, agent=impala): one process runs the agent's loop
-(moozi/agents/actor_critic: the Anakin loop for JAX-native games, the host loop over a VectorEnv
-otherwise) and gives it what every moozi run has: the run directory with its config, metrics.jsonl
+"""The driver of the model-free agents (agent=ppo, agent=impala): it runs the agent's loop (the Anakin
+loop, moozi/agents/actor_critic/anakin.py, for JAX-native games; for host games the host loop,
+moozi/training/actor_critic_host.py, whose rollout workers run inline or as Ray actors) and gives it what every moozi run has: the run directory with its config, metrics.jsonl
 and TensorBoard logs, in-training tests, checkpoints that resume exactly, the best checkpoint,
 stopping rules and signals, and the end-of-run summary.
 
@@ -21,12 +21,15 @@ import time
 import numpy as np
 
 from moozi._version import __version__
-from moozi.builders import env_spec, make_actor_critic_trainer
+from moozi.builders import env_spec, make_actor_critic_learner, make_anakin_actor_critic
+from moozi.envs.registry import is_jax_native
 from moozi.config import Config, save_config
 from moozi.errors import MooziError
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
 from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.summary import write_summary
+from moozi.training.actor_critic_host import HostTrainer
+from moozi.training.backends import make_backend
 from moozi.training.driver import (
     Counters,
     _clock,
@@ -43,9 +46,9 @@ from moozi.training.driver import (
 class ActorCriticDriver:
     def __init__(self, config: Config, run_dir: str | pathlib.Path, *, resume: bool = False, progress: bool = True):
         self.run_dir = pathlib.Path(run_dir)
-        if config.backend.kind != "inline":
-            raise MooziError(f"agent={config.agent} runs in one process (backend.kind=inline); "
-                             "the Ray backend's roles are MuZero's and AlphaZero's")
+        if config.backend.kind != "inline" and is_jax_native(config.game):
+            raise MooziError(f"agent={config.agent} on {config.game} runs the Anakin loop, one jitted program in "
+                             "one process: use backend.kind=inline (the Ray backend serves host games)")
         spec = env_spec(config)  # a misspelt game fails here, before the run directory is made
         if spec.is_two_player:
             raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
@@ -55,7 +58,11 @@ class ActorCriticDriver:
             config = resumed_config(self.run_dir, config)
         self.config, self.spec, self.progress = config, spec, progress
         save_config(config, self.run_dir / "config.json")
-        self.trainer = make_actor_critic_trainer(config, spec)
+        if is_jax_native(config.game):
+            self.trainer = make_anakin_actor_critic(config, spec)
+        else:
+            self.trainer = HostTrainer(config, spec, make_actor_critic_learner(config, spec),
+                                       make_backend(config.backend.kind, config.backend))
         self.counters = Counters()
         self._stop_reason: str | None = None
         self._best: dict | None = None

@@ -55,8 +55,9 @@ def test_anakin_ppo_run_resumes_exactly(tmp_path):
 def test_host_impala_run_tests_checkpoints_and_evaluates(tmp_path):
     """The host loop (gymnasium CartPole over a VectorEnv): metrics, a best checkpoint, and a loaded agent
     that `moozi eval` plays with capped episodes."""
-    summary = _run("cartpole", tmp_path / "run", 256, agent="impala")
-    assert summary["updates"] == 8 and summary["env_steps"] == 256 and summary["policy_lag"] == 1.0
+    summary = _run("cartpole", tmp_path / "run", 288, agent="impala")
+    # Lag 1: each iteration updates on the previous iteration's rollout, so 9 rollouts make 8 updates.
+    assert summary["updates"] == 8 and summary["env_steps"] == 288 and summary["policy_lag"] == 1.0
     train_rows = [r for r in read_metrics(tmp_path / "run") if r.get("role") != "test"]
     assert train_rows and all(np.isfinite(r["total_loss"]) for r in train_rows)
     assert summary["best_checkpoint"] is not None
@@ -68,9 +69,36 @@ def test_host_impala_run_tests_checkpoints_and_evaluates(tmp_path):
 def test_actor_critics_refuse_what_they_cannot_run(tmp_path):
     with pytest.raises(MooziError, match="agent=ppo plays one-player games; tic_tac_toe has two players"):
         ActorCriticDriver(build_config("tic_tac_toe", overrides={"agent": "ppo"}), tmp_path / "a", progress=False)
-    with pytest.raises(MooziError, match="runs in one process"):
-        ActorCriticDriver(build_config("cartpole", overrides={"agent": "impala", "backend.kind": "ray"}),
+    with pytest.raises(MooziError, match="runs the Anakin loop, one jitted program in one process"):
+        ActorCriticDriver(build_config("gymnax:CartPole-v1", overrides={"agent": "impala", "backend.kind": "ray"}),
                           tmp_path / "b", progress=False)
+    with pytest.raises(MooziError, match="ppo.num_envs=6 does not split evenly over train.num_training_workers=4"):
+        _run("cartpole", tmp_path / "c", 64, agent="ppo", **{"ppo.num_envs": 6, "train.num_training_workers": 4})
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before the run dir is made
     with pytest.raises(MooziError, match="ppo.policy_lag"):
         build_config("cartpole", overrides={"agent": "ppo", "ppo.policy_lag": 2})
+
+
+@pytest.mark.slow
+def test_ppo_on_ray_gives_the_metrics_of_inline(tmp_path):
+    """Synchronous PPO (lag 1: the learner trains on version i-1's rollout while two rollout workers play
+    version i) for its first 200 updates: the Ray backend's metrics equal the inline backend's."""
+    pytest.importorskip("ray")
+    deterministic = ("total_loss", "policy_loss", "value_loss", "approx_kl", "episode_return", "env_steps",
+                     "episodes", "policy_version", "test_return")
+    rows = {}
+    for kind in ("inline", "ray"):
+        overrides = {"agent": "ppo", "ppo.policy_lag": 1, "train.num_training_workers": 2, "backend.kind": kind,
+                     "train.test_every_updates": 100, "train.log_every_updates": 20}
+        summary = _run("cartpole", tmp_path / kind, 51 * 32, **overrides)  # 51 rollouts of 4 x 8: 200 updates
+        assert summary["updates"] == 200
+        rows[kind] = [{k: r[k] for k in ("step", "role", *deterministic) if k in r} for r in read_metrics(tmp_path / kind)]
+    assert len(rows["inline"]) == len(rows["ray"]) >= 10
+    assert sum(r.get("role") == "test" for r in rows["inline"]) == 2
+    for a, b in zip(rows["inline"], rows["ray"], strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(a[key], str):
+                assert a[key] == b[key]
+            else:
+                np.testing.assert_allclose(a[key], b[key], rtol=1e-6, err_msg=f"{key} at step {a['step']}")
