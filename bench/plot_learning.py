@@ -1,11 +1,13 @@
 """Learning curves of `bench/learning.py` runs in one PNG: return against wall-clock minutes and
 against env steps, one row per game, one colour per agent.
 
-    python bench/plot_learning.py RESULT.json [RESULT.json ...] --out bench/results/minatar.png
+    python bench/plot_learning.py RESULT.json [RESULT.json ...] --out bench/results/minatar.png [--table]
 
 Each RESULT.json holds the JSON object `bench/learning.py` prints last. Lines: MuZero's in-training
 tests (greedy, `train.test_episodes` episodes, read from the run's metrics.jsonl); PPO's and IMPALA's
-training episodes. Points with error bars: the marks (100 episodes each, 95% bootstrap interval).
+training episodes. Points with error bars: the marks (100 episodes each, 95% bootstrap interval), and
+where an agent has several seeds on a game, their mean with a 95% bootstrap interval over the seeds
+(black-edged diamonds). `--table` prints the same numbers as a Markdown table.
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ def plot(reports: list[dict], path: pathlib.Path) -> None:
                 highs = [(m["bootstrap_ci"] or [m["mean_return"]] * 2)[1] - m["mean_return"] for m in run["marks"]]
                 ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", color=colour, capsize=3,
                             label=label if col == 0 else None)
+        for agent, minutes, mean, (low, high), seeds, _ in seed_means(runs, game):
+            if seeds < 2:
+                continue
+            for col, x in ((0, minutes[0]), (1, minutes[1])):
+                axes[row][col].errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="D", ms=7,
+                                        color=COLOURS.get(agent, "black"), mec="black", capsize=4,
+                                        label=f"{agent}, mean of {seeds} seeds" if col == 0 else None)
         dqn, ac = PAPER[game]
         for ax in axes[row]:
             ax.axhline(dqn, color="grey", ls="--", lw=1, label="paper DQN, 5M frames")
@@ -94,16 +103,55 @@ def plot(reports: list[dict], path: pathlib.Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def seed_means(runs, game: str):
+    """(agent, (minutes, env steps), mean over seeds, 95% bootstrap interval over seeds, seeds, marks) per
+    agent and mark index of `game`; a single seed's interval is its own episodes' interval."""
+    import numpy as np
+
+    out = []
+    for agent in COLOURS:
+        mine = [r for g, a, r, _ in runs if g == game and a == agent]
+        if not mine:
+            continue
+        for index in range(min(len(r["marks"]) for r in mine)):
+            marks = [r["marks"][index] for r in mine]
+            values = np.asarray([m["mean_return"] for m in marks], float)
+            if len(values) == 1:
+                interval = tuple(marks[0]["bootstrap_ci"] or (values[0], values[0]))
+            else:
+                rng = np.random.default_rng(0)
+                means = values[rng.integers(0, len(values), (10_000, len(values)))].mean(axis=1)
+                interval = (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+            at = (float(np.mean([m["minutes"] for m in marks])), float(np.mean([m["env_steps"] for m in marks])))
+            out.append((agent, at, float(values.mean()), interval, len(values), marks))
+    return out
+
+
+def table(reports: list[dict]) -> str:
+    runs = [r for report in reports for r in runs_of(report)]
+    lines = ["| game | agent | minutes | seeds | mean return [95% interval] | per seed | env steps |",
+             "|---|---|---|---|---|---|---|"]
+    for game in GAMES:
+        for agent, (minutes, steps), mean, (low, high), seeds, marks in seed_means(runs, game):
+            per_seed = ", ".join(f"{m['mean_return']:.2f}" for m in marks)
+            lines.append(f"| {game} | {agent} | {minutes:.1f} | {seeds} | {mean:.2f} [{low:.2f}, {high:.2f}] | "
+                         f"{per_seed} | {steps / 1e6:.2f}M |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/minatar.png"))
+    parser.add_argument("--table", action="store_true", help="also print a Markdown table of the marks")
     args = parser.parse_args(argv)
     reports = []
     for path in args.results:
         text = path.read_text().strip().splitlines()
         reports.append(json.loads(text[-1]))
     plot(reports, args.out)
+    if args.table:
+        print(table(reports))
     print(json.dumps({"benchmark": "plot_learning", "out": str(args.out), "runs": len(reports)}))
 
 

@@ -91,8 +91,11 @@ def _build_parser() -> argparse.ArgumentParser:
     gtp.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
                     "checkpoint directory (default: best if the run kept one, else latest)")
 
-    report = sub.add_parser("report", help="write learning curves (PNG) and a summary.md for a run")
+    report = sub.add_parser("report", help="write RUN/report/report.html (curves, a game it played, a search) "
+                                             "with its PNGs and summary.md")
     report.add_argument("run_dir")
+    report.add_argument("--no-replay", action="store_true",
+                        help="skip playing a game (or episode) with the run's agent: curves only")
 
     sub.add_parser("games", help="list known games and presets")
     return parser
@@ -254,10 +257,14 @@ def _cmd_gtp(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from moozi.runs.report import write_report
+    import time as _time
 
-    for path in write_report(args.run_dir):
-        print(path)
+    from moozi.evaluation.report_page import write_report_page
+
+    started = _time.monotonic()
+    page = write_report_page(args.run_dir, play=not args.no_replay)
+    print(f"{page} ({page.stat().st_size / 1024:.0f} KiB, {_time.monotonic() - started:.0f} s): open it in a browser; "
+          f"the PNGs and summary.md are beside it")
     return 0
 
 

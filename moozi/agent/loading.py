@@ -46,6 +46,7 @@ class Agent:
         self.checkpoint = checkpoint
         self._act = make_acting(config, self.spec, greedy_planner_config(config.planner))
         self._key = seed_key(config.seed, 99)
+        self.last_search = None  # the ActingOutput of the latest `act`, unbatched
 
     def new_history(self):
         return init_history(1, self.config.targets.history_length, self.spec.obs_shape)
@@ -66,6 +67,8 @@ class Agent:
             env_state = jax.tree.map(lambda x: jnp.asarray(x)[None], env_state)
         self._key, key = jax.random.split(self._key)
         history, out = self._act(self.variables, history, batched, np.asarray([last_action], np.int32), env_state, key)
+        # The search's answer for people to look at (moozi report draws it): unbatched numpy.
+        self.last_search = jax.tree.map(lambda x: np.asarray(x)[0], out)
         return history, int(out.action[0]), float(out.root_value[0])
 
     def play_episode(self, env=None, seed: int = 0) -> float:
@@ -108,6 +111,7 @@ class ActorCriticAgent(Agent):
         network = make_actor_critic_learner(config, self.spec).network
         self._act = jax.jit(lambda params, obs, legal, key: act_with_policy(network, params, obs, legal, key))
         self._key = seed_key(config.seed, 99)
+        self.last_search = None  # no search
 
     def new_history(self):
         return None  # the policy sees the current observation only

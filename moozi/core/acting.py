@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from moozi.core.planner import PlannerConfig, SearchStats, make_muzero_model, make_planner, search_discount
+from moozi.core.planner import PlannerConfig, RootChildren, SearchStats, make_muzero_model, make_planner, search_discount
 from moozi.envs.base import EnvSpec, StepOutput
 from moozi.core.history import HistoryState, history_input, push_history
 from moozi.core.types import Array
@@ -29,6 +29,7 @@ class ActingOutput(NamedTuple):
     root_value: Array  # [B] float32: v*_t, from the player to move
     action_probs: Array  # [B, A] float32: p*_t
     stats: SearchStats  # [B] each
+    root: RootChildren  # [B, A] each: prior, visit share and Q of the root's children
 
 
 # act(params, history_state, step_output [B], last_action [B], env_state [B] | None, rng)
@@ -62,6 +63,6 @@ def make_muzero_act(network, planner_config: PlannerConfig, spec: EnvSpec, histo
         history_state = push_history(history_state, step_output.obs, step_output.is_first, last_action)
         stacked_obs = history_input(history_state, num_actions)  # [B, H, W, L*(C+A)]
         out = planner(params, rng, stacked_obs, step_output.legal_actions)
-        return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats)
+        return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats, out.root)
 
     return act

@@ -93,6 +93,6 @@ def make_alphazero_act(env, network, planner_config: PlannerConfig, spec: EnvSpe
         history_state = push_history(history_state, step_output.obs, step_output.is_first, last_action)
         root = PerfectModelRoot(env_state, history_state, jnp.asarray(step_output.is_last, bool))
         out = planner(params, rng, root, step_output.legal_actions)
-        return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats)
+        return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats, out.root)
 
     return act

@@ -223,6 +223,14 @@ class SearchStats(NamedTuple):
     raw_root_value: Array  # [B] float32: the model's value of the root before search
 
 
+class RootChildren(NamedTuple):
+    """The root's children after a search, for people to look at (`moozi report`'s search picture)."""
+
+    prior: Array  # [B, A] float32: the prediction network's policy at the root
+    visit_share: Array  # [B, A] float32: each child's share of the root's visits
+    q: Array  # [B, A] float32: each child's Q from the player to move (mctx's completed value where unvisited)
+
+
 class PlannerOutput(NamedTuple):
     """What one batched search returns (thesis 5.2.5)."""
 
@@ -230,6 +238,7 @@ class PlannerOutput(NamedTuple):
     root_value: Array  # [B] float32: v*_t, from the player to move
     action_probs: Array  # [B, A] float32: p*_t, mctx's `action_weights`
     stats: SearchStats
+    root: RootChildren
 
 
 def legal_to_invalid(legal_actions: Array) -> Array:
@@ -323,7 +332,9 @@ def summarize(config: PlannerConfig, policy_output: mctx.PolicyOutput) -> Planne
         chosen_q=chosen_q,
         raw_root_value=tree.raw_values[:, tree.ROOT_INDEX],
     )
-    return PlannerOutput(action=action, root_value=summary.value, action_probs=action_probs, stats=stats)
+    root = RootChildren(prior=jax.nn.softmax(tree.children_prior_logits[:, tree.ROOT_INDEX], axis=-1),
+                        visit_share=visit_probs, q=summary.qvalues)
+    return PlannerOutput(action=action, root_value=summary.value, action_probs=action_probs, stats=stats, root=root)
 
 
 def plan(
