@@ -80,8 +80,12 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--bootstrap", type=int, default=None, metavar="N",
                     help="ladder: resamples for the 95%% intervals (default 200)")
 
-    play = sub.add_parser("play", help="play against a trained agent in the terminal")
+    play = sub.add_parser("play", help="play against a trained agent in the terminal, or in the browser (--web)")
     play.add_argument("run_dir")
+    play.add_argument("--web", action="store_true", help="serve a page to play on (two-player board games)")
+    play.add_argument("--port", type=int, default=8765, help="--web: the port (0: any free one)")
+    play.add_argument("--host", default="127.0.0.1",
+                      help="--web: the address to bind (default 127.0.0.1: this machine only)")
     play.add_argument("--seat", type=int, default=None, choices=(0, 1), help="your seat (asked if omitted)")
     play.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
                     "checkpoint directory (default: best if the run kept one, else latest)")
@@ -244,6 +248,11 @@ def _cmd_play(args) -> int:
     from moozi.agent.human import play_human
 
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
+    if args.web:
+        from moozi.agent.web_play import serve
+
+        serve(agent, host=args.host, port=args.port)
+        return 0
     play_human(agent, agent.config.game, human_player=args.seat)
     return 0
 

@@ -16,12 +16,11 @@ import pathlib
 import numpy as np
 import pyspiel
 
+from moozi.agent.boards import STONES, board_grid
 from moozi.envs.base import DUMMY_ACTION
 from moozi.envs.registry import make_host_env, make_played_env
 from moozi.errors import MooziError
 
-_STONES = {"x": 0, "X": 0, "b": 0, "B": 0, "o": 1, "O": 1, "w": 1, "W": 1}
-_EMPTY = set(".+-")
 
 
 @dataclasses.dataclass
@@ -60,40 +59,6 @@ class BoardReplay:
     def result(self) -> str:
         mine = self.returns[self.agent_seat] - self.returns[1 - self.agent_seat]
         return "the agent won" if mine > 0 else "a draw" if mine == 0 else "the agent lost"
-
-
-def board_grid(state_text: str) -> list[str] | None:
-    """The rows of a board game's text diagram (OpenSpiel's `str(state)`): lines that hold only stones
-    (x/o, X/O, B/W) and empty points (. + -), with any row label stripped; None when there are none."""
-    rows = []
-    for line in state_text.splitlines():
-        body = line.strip().lstrip("0123456789").strip().replace(" ", "")
-        if len(body) >= 3 and all(c in _STONES or c in _EMPTY for c in body):
-            rows.append(body)
-    if not rows or len({len(r) for r in rows}) != 1:
-        return None
-    return rows
-
-
-def board_svg(rows: list[str], size: int = 28, highlight: tuple[int, int] | None = None) -> str:
-    """An SVG picture of a board: black stones for the first player (x, X, B), white for the second."""
-    h, w = len(rows), len(rows[0])
-    parts = [f'<svg width="{w * size}" height="{h * size}" '
-             f'viewBox="0 0 {w * size} {h * size}" role="img">',
-             f'<rect width="{w * size}" height="{h * size}" fill="#dcb35c"/>']
-    for r in range(h):
-        for c in range(w):
-            x, y = c * size, r * size
-            parts.append(f'<rect x="{x}" y="{y}" width="{size}" height="{size}" fill="none" stroke="#7a5a1e" stroke-width="1"/>')
-            stone = _STONES.get(rows[r][c])
-            if stone is not None:
-                fill, edge = ("#111", "#000") if stone == 0 else ("#f4f4f4", "#333")
-                parts.append(f'<circle cx="{x + size / 2}" cy="{y + size / 2}" r="{size * 0.42}" fill="{fill}" stroke="{edge}"/>')
-            if highlight == (r, c):
-                parts.append(f'<rect x="{x + 2}" y="{y + 2}" width="{size - 4}" height="{size - 4}" fill="none" '
-                             'stroke="#d62728" stroke-width="3"/>')
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def play_board_game(agent, seed: int = 0, agent_seat: int = 0, top: int = 3) -> BoardReplay:
@@ -143,7 +108,7 @@ def move_cell(replay: BoardReplay, index: int) -> tuple[int, int] | None:
     if before is None or after is None or len(before) != len(after):
         return None
     changed = [(r, c) for r in range(len(before)) for c in range(len(before[0])) if before[r][c] != after[r][c]
-               and after[r][c] in _STONES]
+               and after[r][c] in STONES]
     return changed[0] if len(changed) == 1 else None
 
 

@@ -141,7 +141,8 @@ def _replay_section(run_dir: pathlib.Path, out: pathlib.Path, seed: int) -> str:
 
 
 def _board_replay(agent, out: pathlib.Path, seed: int) -> str:
-    from moozi.evaluation.replays import board_svg, move_cell, play_board_game, search_figure
+    from moozi.agent.boards import board_svg
+    from moozi.evaluation.replays import move_cell, play_board_game, search_figure
 
     replay = play_board_game(agent, seed=seed)
     (out / "replay.json").write_text(json.dumps({"game": replay.game, "agent_seat": replay.agent_seat,

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from moozi.config import build_config
-from moozi.evaluation.replays import board_grid, board_svg
+from moozi.agent.boards import board_grid, board_svg
 from moozi.evaluation.report_page import write_report_page
 from moozi.training.drivers import make_driver
 from tests.helpers.tiny import STEPS_PER_ITERATION, run_driver, tiny_config
