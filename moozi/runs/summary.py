@@ -80,13 +80,15 @@ def describe(summary: dict[str, Any]) -> str:
         lines.append(f"  Latest checkpoint: {summary['checkpoint']}")
     lines.append("Next:")
     if summary.get("two_player"):
-        lines.append(f"  moozi eval {run_dir} --opponent mcts --games 100   # strength against a search opponent")
-        lines.append(f"  moozi play {run_dir}                               # play it yourself")
+        commands = [(f"moozi eval {run_dir} --opponent mcts:100 --games 100", "strength against a search opponent"),
+                    (f"moozi play {run_dir}", "play it yourself")]
     else:
-        lines.append(f"  moozi eval {run_dir} --episodes 100 --max-steps 2000   # mean return with an interval")
-        lines.append(f"  moozi play {run_dir}                                   # watch it play")
-    lines.append(f"  moozi report {run_dir}                                 # learning curves")
-    lines.append(f"  moozi train {summary.get('game_arg', game)} --run-dir {run_dir} --resume   # train on")
+        commands = [(f"moozi eval {run_dir} --episodes 100 --max-steps 2000", "mean return with an interval"),
+                    (f"moozi play {run_dir}", "watch it play")]
+    commands += [(f"moozi report {run_dir}", "learning curves, a game it played, its search"),
+                 (f"moozi train {summary.get('game_arg', game)} --run-dir {run_dir} --resume", "train on")]
+    width = max(len(command) for command, _ in commands)
+    lines += [f"  {command.ljust(width)}   # {what}" for command, what in commands]
     return "\n".join(lines)
 
 

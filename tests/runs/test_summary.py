@@ -60,3 +60,21 @@ def test_write_summary_is_plain_json_and_replaces_atomically(tmp_path):
     write_summary(tmp_path, {**ONE_PLAYER, "updates": 1})
     assert json.loads(path.read_text())["updates"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temporary file left behind
+
+
+def test_the_next_commands_are_ones_the_cli_accepts():
+    """Every suggested command parses as moozi's CLI parses it, and the suggested opponent is one
+    that `moozi eval` can build (a bare `mcts` once slipped through: it needs mcts:N)."""
+    import pyspiel
+
+    from moozi.cli import _build_parser
+    from moozi.evaluation.matches import make_opponent
+
+    parser = _build_parser()
+    for summary in (ONE_PLAYER, TWO_PLAYER):
+        commands = [line.split("#")[0].split() for line in describe(summary).splitlines() if line.startswith("  moozi ")]
+        assert len(commands) == 4
+        for command in commands:
+            args = parser.parse_args(command[1:])
+            if getattr(args, "opponent", None):
+                make_opponent(args.opponent, pyspiel.load_game("tic_tac_toe"), 1, seed=0)
