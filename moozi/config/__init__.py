@@ -13,9 +13,19 @@ from moozi.config.loading import (
 )
 from moozi.config.overrides import ConfigError
 from moozi.config.presets import LIBRARY_PRESETS, PRESET_OVERRIDES, preset_overrides
-from moozi.config.schema import BackendConfig, Config, EnvConfig, TrainConfig, epsilon_at, validate
+from moozi.config.schema import (
+    TESTING_WORKER_CPUS,
+    BackendConfig,
+    Config,
+    EnvConfig,
+    TrainConfig,
+    epsilon_at,
+    resolve_rollout_workers,
+    validate,
+)
 
 __all__ = [
+    "TESTING_WORKER_CPUS",
     "BackendConfig",
     "Config",
     "ConfigError",
@@ -30,6 +40,7 @@ __all__ = [
     "load_config_file",
     "load_saved_config",
     "preset_overrides",
+    "resolve_rollout_workers",
     "save_config",
     "validate",
 ]

@@ -38,7 +38,9 @@ class TrainConfig:
     batch_size: int = 256  # training targets per update
     rollout_steps: int = 16  # env steps each training env takes per iteration (one policy version)
     updates_per_iteration: int = 4  # parameter updates per iteration; with rollout_steps sets the replay ratio
-    num_training_workers: int = 1  # training rollout workers, each with its own B envs and seeds
+    # Training rollout workers, each with its own B envs and seeds; "auto": as many as the CPUs that the
+    # other roles leave free fit (the cluster's with --ray-address, else this machine's), at least one.
+    num_training_workers: int | Literal["auto"] = 1
     reanalyze_fraction: float = 0.0  # share of trajectories fed to the buffer by reanalyze instead of fresh play
     reanalyze_num_envs: int = 16  # mock envs per reanalyze worker
     test_every_updates: int = 200  # run the testing rollout worker every n updates (0: never)
@@ -48,6 +50,10 @@ class TrainConfig:
     # agent's test could otherwise run for hours, blocking the run and its stop signals.
     test_max_steps: int = 5_000
     checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
+    # After SIGINT/SIGTERM or --max-minutes, how long the iteration in flight may take to end (then a
+    # checkpoint is written) before the run gives it up and keeps the last checkpoint (a second signal:
+    # at once). A slow or lost role can thus never keep a run from stopping.
+    stop_grace_seconds: float = 10.0
     keep_checkpoints: int = 3  # older checkpoints are deleted once a newer one is complete
     # Keep the parameters that scored best in the in-training test as RUN/checkpoints/BEST,
     # which `load_agent` plays by default (a strong checkpoint is not lost to a weaker later one).
@@ -86,6 +92,16 @@ class BackendConfig:
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
     replay_cpus: float = 0.5
+    # Ray: every role's resources are reserved before any starts (all or nothing), so a run never
+    # half-starts. The learner, the replay buffer and the testing worker share one node (the driver's
+    # when it has room); the rollout workers are placed by this strategy: SPREAD puts them on as many
+    # nodes as it can (rollouts scale out), PACK on as few.
+    placement_strategy: Literal["PACK", "SPREAD"] = "SPREAD"
+    # How long the cluster may take to place every role before the run stops with what it asked for.
+    placement_timeout_seconds: float = 15.0
+    # The longest wait for any one call of a role (a rollout, an update, a test) before the run stops
+    # with an error naming the call; a wait is given up sooner when the run is asked to stop.
+    wait_timeout_seconds: float = 900.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +137,7 @@ def validate(config: Config) -> None:
         "train.batch_size": config.train.batch_size,
         "train.rollout_steps": config.train.rollout_steps,
         "train.updates_per_iteration": config.train.updates_per_iteration,
-        "train.num_training_workers": config.train.num_training_workers,
+        "train.num_training_workers": 1 if config.train.num_training_workers == "auto" else config.train.num_training_workers,
         "train.log_every_updates": config.train.log_every_updates,
         "train.test_max_steps": config.train.test_max_steps,
         "train.keep_checkpoints": config.train.keep_checkpoints,
@@ -156,8 +172,31 @@ def validate(config: Config) -> None:
         raise ConfigError("bad value for train.resign_false_positive_rate: expected 0 < x < 1")
     if not 0.0 < config.train.resign_disabled_fraction <= 1.0:
         raise ConfigError("bad value for train.resign_disabled_fraction: expected 0 < x <= 1 (some games must calibrate)")
+    for key in ("placement_timeout_seconds", "wait_timeout_seconds"):
+        if getattr(config.backend, key) <= 0:
+            raise ConfigError(f"bad value for backend.{key}: expected a positive number of seconds")
+    if config.train.stop_grace_seconds < 0:
+        raise ConfigError("bad value for train.stop_grace_seconds: expected 0 or a positive number of seconds")
     if config.train.checkpoint_every_minutes <= 0:
         raise ConfigError("bad value for train.checkpoint_every_minutes: expected a positive number")
+
+
+def resolve_rollout_workers(config: Config, cpus: float) -> Config:
+    """The config with `train.num_training_workers="auto"` made a number: the training rollout workers
+    that fit in `cpus` beside the other roles (learner, replay buffer, testing and reanalyze workers),
+    at least one. A number is kept as it is."""
+    if config.train.num_training_workers != "auto":
+        return config
+    b = config.backend
+    others = b.learner_cpus + b.replay_cpus + TESTING_WORKER_CPUS
+    if config.train.reanalyze_fraction > 0:
+        others += b.rollout_worker_cpus
+    workers = int((cpus - others + 1e-9) // b.rollout_worker_cpus) if b.rollout_worker_cpus > 0 else 1
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, num_training_workers=max(workers, 1)))
+
+
+# Ray CPUs of the testing rollout worker: it plays only every train.test_every_updates updates.
+TESTING_WORKER_CPUS = 0.5
 
 
 def epsilon_at(train: TrainConfig, env_steps: int) -> float:

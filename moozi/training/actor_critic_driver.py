@@ -23,7 +23,7 @@ import numpy as np
 from moozi._version import __version__
 from moozi.builders import env_spec, make_actor_critic_learner, make_anakin_actor_critic
 from moozi.envs.registry import is_jax_native
-from moozi.config import Config, save_config
+from moozi.config import Config, resolve_rollout_workers, save_config
 from moozi.errors import MooziError
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
 from moozi.runs.metrics_log import MetricsLogger
@@ -32,15 +32,23 @@ from moozi.training.actor_critic_host import HostTrainer
 from moozi.training.backends import make_backend
 from moozi.training.driver import (
     Counters,
+    StopRequests,
     _clock,
-    install_stop_signals,
     limit_reached,
     next_best,
     prepare_run_dir,
-    restore_signals,
     resumed_config,
+    run_until_stopped,
     strength_score,
 )
+
+
+def _even_workers(config: Config, auto: bool, num_envs: int) -> Config:
+    """With "auto" workers, the most (at most as many as fit) that split the B envs evenly."""
+    workers = config.train.num_training_workers
+    if auto:
+        workers = max(w for w in range(1, min(workers, num_envs) + 1) if num_envs % w == 0)
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, num_training_workers=workers))
 
 
 class ActorCriticDriver:
@@ -57,14 +65,26 @@ class ActorCriticDriver:
         if resume:
             config = resumed_config(self.run_dir, config)
         self.config, self.spec, self.progress = config, spec, progress
-        save_config(config, self.run_dir / "config.json")
         if is_jax_native(config.game):
+            self.config = config = resolve_rollout_workers(config, 1.0)  # the Anakin loop has no workers
+            save_config(config, self.run_dir / "config.json")
             self.trainer = make_anakin_actor_critic(config, spec)
         else:
-            self.trainer = HostTrainer(config, spec, make_actor_critic_learner(config, spec),
-                                       make_backend(config.backend.kind, config.backend))
+            backend = make_backend(config.backend.kind, config.backend)
+            try:
+                learner = make_actor_critic_learner(config, spec)
+                self.config = config = _even_workers(resolve_rollout_workers(config, backend.cpus()),
+                                                     auto=config.train.num_training_workers == "auto",
+                                                     num_envs=learner.num_envs)
+                save_config(config, self.run_dir / "config.json")
+            except BaseException:
+                backend.shutdown()
+                raise
+            self.trainer = HostTrainer(config, spec, learner, backend)
         self.counters = Counters()
-        self._stop_reason: str | None = None
+        self._stops = StopRequests(config.train)
+        if hasattr(self.trainer, "_backend"):  # the host loop's roles: their waits give up on a stop request
+            self.trainer._backend.interrupt = self._stops.interrupt_reason
         self._best: dict | None = None
         self._last_test: dict | None = None
         resume_step = self._restore() if resume else None
@@ -98,53 +118,52 @@ class ActorCriticDriver:
         return self.counters.updates
 
     # --- the loop --------------------------------------------------------------------------
-    def _request_stop(self, reason: str) -> None:
-        self._stop_reason = reason
-
     def run(self) -> dict:
         """Iterations until a stop condition; returns the last metrics, the stop reason and the counters."""
+        return run_until_stopped(self)
+
+    def _summary_facts(self) -> dict:
+        best = best_checkpoint(self.run_dir)
+        train = self.config.train
+        return {"run_dir": str(self.run_dir), "game": self.spec.name, "game_arg": self.config.game,
+                "agent": self.config.agent, "two_player": False, "last_test": self._last_test,
+                "best_checkpoint": None if best is None else str(best),
+                "test_episodes": train.test_episodes, "test_max_steps": train.test_max_steps}
+
+    def _run(self, started: float) -> dict:
         counters, train = self.counters, self.config.train
-        previous_handlers = install_stop_signals(self._request_stop)
-        started = time.monotonic()
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
         window, last_metrics = _Window(), {}
-        try:
-            while (reason := self._stop_reason or limit_reached(train, counters, started)) is None:
-                metrics = self.trainer.iteration()
-                counters.iteration += 1
-                counters.updates = int(metrics.pop("updates"))
-                counters.env_steps = int(metrics.pop("env_steps"))
-                counters.episodes += int(metrics["episodes"])
-                window.add(metrics, self.trainer.num_envs * self.trainer.rollout_steps, self.trainer.updates_per_rollout)
-                if next_test is not None and counters.updates >= next_test:
-                    self._test(last_metrics)
-                    next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates
-                if window.updates >= train.log_every_updates:
-                    self._log(window, started, elapsed_before, last_metrics)
-                    window = _Window()
-                if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
-                    counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-                    self.checkpoint()
-                    last_checkpoint = time.monotonic()
-            if window.updates:
+        while (reason := self._stops.reason or limit_reached(train, counters, started)) is None:
+            metrics = self.trainer.iteration()
+            counters.iteration += 1
+            counters.updates = int(metrics.pop("updates"))
+            counters.env_steps = int(metrics.pop("env_steps"))
+            counters.episodes += int(metrics["episodes"])
+            window.add(metrics, self.trainer.num_envs * self.trainer.rollout_steps, self.trainer.updates_per_rollout)
+            if next_test is not None and counters.updates >= next_test:
+                self._test(last_metrics)
+                next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates
+            if window.updates >= train.log_every_updates:
                 self._log(window, started, elapsed_before, last_metrics)
-            counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-            path = self.checkpoint()
-            if self.progress:
-                print(file=sys.stderr)
-            self.logger.flush()
-            best = best_checkpoint(self.run_dir)
-            summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters),
-                       "run_dir": str(self.run_dir), "game": self.spec.name, "game_arg": self.config.game,
-                       "agent": self.config.agent, "two_player": False, "last_test": self._last_test,
-                       "best_checkpoint": None if best is None else str(best),
-                       "test_episodes": train.test_episodes, "test_max_steps": train.test_max_steps}
-            write_summary(self.run_dir, summary)
-            return summary
-        finally:
-            restore_signals(previous_handlers)
+                window = _Window()
+            if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+                self.checkpoint()
+                last_checkpoint = time.monotonic()
+        if window.updates:
+            self._log(window, started, elapsed_before, last_metrics)
+        counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+        path = self.checkpoint()
+        if self.progress:
+            print(file=sys.stderr)
+        self.logger.flush()
+        summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters),
+                   **self._summary_facts()}
+        write_summary(self.run_dir, summary)
+        return summary
 
     def _test(self, last_metrics: dict) -> None:
         """The sampled policy over `test_episodes` fresh episodes, each cut after `test_max_steps`."""

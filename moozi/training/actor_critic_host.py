@@ -18,7 +18,7 @@ import numpy as np
 from moozi.agents.actor_critic.learner import Learner
 from moozi.agents.actor_critic.rollout import Rollout
 from moozi.agents.actor_critic.trainer_state import TrainerState
-from moozi.config import Config
+from moozi.config import TESTING_WORKER_CPUS, Config
 from moozi.envs.base import EnvSpec
 from moozi.training.roles.actor_critic import ActorCriticRolloutWorker, ActorCriticTestingWorker
 
@@ -30,10 +30,16 @@ class HostTrainer(TrainerState):
         self._backend = backend
         self.workers = [
             backend.start(f"training_rollout_worker_{i}", ActorCriticRolloutWorker, config, i,
-                          resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus})
+                          resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus}, group="rollout")
             for i in range(config.train.num_training_workers)
         ]
-        self.tester = backend.start("testing_rollout_worker", ActorCriticTestingWorker, config, resources={"num_cpus": 0.5})
+        self.tester = backend.start("testing_rollout_worker", ActorCriticTestingWorker, config,
+                                    resources={"num_cpus": TESTING_WORKER_CPUS})
+        try:
+            backend.launch()  # every role placed at once, or a message saying what they ask for
+        except BaseException:
+            backend.shutdown()
+            raise
         self._update = jax.jit(learner.update)
         self.pending: Rollout | None = None  # lag 1: the last rollout, waiting for its update
 

@@ -25,14 +25,14 @@ import numpy as np
 
 from moozi._version import __version__
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
-from moozi.config import Config, load_saved_config, save_config
+from moozi.config import TESTING_WORKER_CPUS, Config, load_saved_config, resolve_rollout_workers, save_config
 from moozi.core.replay import replay_bytes
 from moozi.core.types import sub_state
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import Z_95
 from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.summary import write_summary
-from moozi.training.backends import RoleDiedError, make_backend
+from moozi.training.backends import RoleDiedError, WaitInterrupted, make_backend
 from moozi.builders import env_spec
 from moozi.training.roles.parameter_optimizer import ParameterOptimizer
 from moozi.training.roles.replay import ReplayRole
@@ -81,20 +81,30 @@ class Driver:
         prepare_run_dir(self.run_dir, resume)
         if resume:
             config = resumed_config(self.run_dir, config)
-        self.config = config
-        self.spec = env_spec(config)
-        if resume:
-            _check_replay_fits_here(config, self.spec)
-        save_config(config, self.run_dir / "config.json")
+        self._backend = make_backend(config.backend.kind, config.backend)
+        try:
+            # "auto" rollout workers: sized to the cluster (or machine), and saved as the number it became,
+            # so a resumed run has the same workers whatever the cluster is then.
+            config = resolve_rollout_workers(config, self._backend.cpus())
+            self.config = config
+            self.spec = env_spec(config)
+            if resume:
+                _check_replay_fits_here(config, self.spec)
+        except BaseException:
+            self._backend.shutdown()
+            raise
         self.progress = progress
         self.counters = Counters()
-        self._stop_reason: str | None = None
-        self._backend = make_backend(config.backend.kind, config.backend)
+        self._stops = StopRequests(config.train)
+        self._backend.interrupt = self._stops.interrupt_reason
         b = config.backend
         self.parameter_optimizer = self._backend.start(
             "parameter_optimizer", ParameterOptimizer, config, resources={"num_cpus": b.learner_cpus, "num_gpus": b.learner_gpus}
         )
-        self.replay = self._backend.start("replay_buffer", ReplayRole, config, resources={"num_cpus": b.replay_cpus})
+        # The replay buffer's memory is reserved on the cluster with its CPUs: a node without room for
+        # it refuses the run at placement, not by running out of memory an hour in.
+        self.replay = self._backend.start("replay_buffer", ReplayRole, config, resources={
+            "num_cpus": b.replay_cpus, "memory": int(replay_bytes(config.replay, self.spec))})
         self.workers = [
             self._backend.start(
                 f"training_rollout_worker_{i}",
@@ -102,24 +112,60 @@ class Driver:
                 config,
                 i,
                 resources={"num_cpus": b.rollout_worker_cpus, "num_gpus": b.rollout_worker_gpus},
+                group="rollout",
             )
             for i in range(config.train.num_training_workers)
         ]
-        self.tester = self._backend.start("testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": 0.5})
+        # Workers whose process (or node) was lost: each has a replacement starting, which joins the
+        # rollouts once it is up (`_active_workers`); until then the run goes on with the others.
+        self._lost: set[int] = set()
+        self.tester = self._backend.start(
+            "testing_rollout_worker", TestingRolloutWorker, config, resources={"num_cpus": TESTING_WORKER_CPUS}
+        )
         self._restored_window = None
         self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
         self._last_test: dict | None = None  # the latest test of this invocation, with its update
         self.reanalyzer = None
         if config.train.reanalyze_fraction > 0:
             self.reanalyzer = self._backend.start(
-                "reanalyze_rollout_worker", ReanalyzeRolloutWorker, config, resources={"num_cpus": b.rollout_worker_cpus}
+                "reanalyze_rollout_worker", ReanalyzeRolloutWorker, config, resources={"num_cpus": b.rollout_worker_cpus},
+                group="rollout",
             )
+        try:
+            # Every role placed at once, or none: a cluster too small for them refuses here, within
+            # backend.placement_timeout_seconds, instead of leaving a role pending forever.
+            self._backend.launch()
+            self._record_placement()
+            save_config(config, self.run_dir / "config.json")  # a run refused by the cluster leaves no config
+        except BaseException:
+            self._backend.shutdown()
+            raise
         resume_step = None
         if resume:
             resume_step = self._restore()
         # A run that starts from the beginning owns its log: lines of an earlier attempt that
         # never reached a checkpoint would otherwise mix with its own (-1 drops every line).
         self.logger = MetricsLogger(self.run_dir, resume_from_step=-1 if resume_step is None else resume_step)
+
+    def _record_placement(self) -> None:
+        """Where the Ray backend placed each role: RUN/placement.json, and one line when it is more
+        than one node."""
+        placement = getattr(self._backend, "placement", None)
+        if placement is None:
+            return
+        where = placement()
+        nodes = sorted(set(where.values()))
+        (self.run_dir / "placement.json").write_text(json.dumps({"roles": where, "nodes": nodes}, indent=1))
+        if len(nodes) > 1:
+            counts = ", ".join(f"{node[:8]}: {sum(v == node for v in where.values())}" for node in nodes)
+            print(f"roles on {len(nodes)} Ray nodes ({counts}; RUN/placement.json)", file=sys.stderr)
+        if self.config.backend.ray_address:
+            auto = dataclasses.replace(self.config, train=dataclasses.replace(self.config.train, num_training_workers="auto"))
+            room = resolve_rollout_workers(auto, self._backend.cpus()).train.num_training_workers
+            if room > self.config.train.num_training_workers:
+                print(f"the cluster has room for {room} training rollout workers, this run uses "
+                      f"{self.config.train.num_training_workers}: --set train.num_training_workers=auto uses them all "
+                      "(docs/cluster.md)", file=sys.stderr)
 
     # --- run directory and checkpoints ------------------------------------------------
     def _meta(self) -> dict:
@@ -133,8 +179,7 @@ class Driver:
         get = self._backend.get
         train_state = get(self.parameter_optimizer.call("get_state"))
         arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
-        for i, worker in enumerate(self.workers):
-            state = self._worker_get(i, worker.call("state_dict"), "state_dict")
+        for i, state in self._worker_states():
             arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
         meta = self._meta()
         if window is not None:
@@ -177,7 +222,9 @@ class Driver:
         self._backend.get(self.parameter_optimizer.call("set_state", train_state))
         self._backend.get(self.replay.call("load_state_dict", sub_state(arrays, "replay/")))
         for i, worker in enumerate(self.workers):
-            self._backend.get(worker.call("load_state_dict", sub_state(arrays, f"worker{i}/")))
+            state = sub_state(arrays, f"worker{i}/")
+            if state:  # absent when the worker had been lost at that checkpoint: it starts on fresh episodes
+                self._backend.get(worker.call("load_state_dict", state))
         self.counters = Counters.from_meta(meta)
         self._restored_window = meta.get("log_window")
         best = best_checkpoint(self.run_dir)
@@ -186,14 +233,8 @@ class Driver:
         return self.counters.updates
 
     # --- the loop ----------------------------------------------------------------------
-    def _install_signal_handlers(self):
-        return install_stop_signals(self._request_stop)
-
-    def _request_stop(self, reason: str) -> None:
-        self._stop_reason = reason
-
     def _should_stop(self, started: float) -> str | None:
-        return self._stop_reason or limit_reached(self.config.train, self.counters, started)
+        return self._stops.reason or limit_reached(self.config.train, self.counters, started)
 
     def run(self) -> dict:
         """Iterations until a stop condition; returns the last metrics, the stop reason and the counters.
@@ -202,9 +243,13 @@ class Driver:
         parameter version v_{i-1}; collect them into the buffer; fetch v_i;
         then test, log and checkpoint when each is due.
         """
+        try:
+            return run_until_stopped(self)
+        finally:
+            self.logger.close()
+
+    def _run(self, started: float) -> dict:
         counters, train = self.counters, self.config.train
-        previous_handlers = self._install_signal_handlers()
-        started = time.monotonic()
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
         window = _Window.from_state(self._restored_window)
@@ -212,40 +257,36 @@ class Driver:
         ready = self._backend.get(self.replay.call("ready"))
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
         last_metrics: dict[str, float] = {}
-        try:
-            while (reason := self._should_stop(started)) is None:
-                t_iter = time.perf_counter()
-                version = counters.updates
-                params_ref = self._backend.put(params)
-                pending = self._launch_iteration(params_ref, version, ready, window)
-                ready = self._collect_iteration(pending, params_ref, version, window)
-                t_params = time.perf_counter()
-                params = self._backend.get(self.parameter_optimizer.call("get_params"))
-                window.add("param_fetch_seconds", time.perf_counter() - t_params)
-                counters.iteration += 1
-                window.add("iteration_seconds", time.perf_counter() - t_iter)
-                if next_test is not None and counters.updates >= next_test:
-                    self._test(params, last_metrics)
-                    next_test += train.test_every_updates
-                if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
-                    self._log(window, started, last_metrics)
-                    window = _Window()
-                if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
-                    counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-                    self.checkpoint(window)
-                    last_checkpoint = time.monotonic()
-            counters.elapsed_seconds = elapsed_before + time.monotonic() - started
-            path = self.checkpoint(window)
-            if self.progress:
-                print(file=sys.stderr)
-            self.logger.flush()
-            summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
-            summary.update(self._summary_facts())
-            write_summary(self.run_dir, summary)
-            return summary
-        finally:
-            restore_signals(previous_handlers)
-            self.logger.close()
+        while (reason := self._should_stop(started)) is None:
+            t_iter = time.perf_counter()
+            version = counters.updates
+            params_ref = self._backend.put(params)
+            pending = self._launch_iteration(params_ref, version, ready, window)
+            ready = self._collect_iteration(pending, params_ref, version, window)
+            t_params = time.perf_counter()
+            params = self._backend.get(self.parameter_optimizer.call("get_params"))
+            window.add("param_fetch_seconds", time.perf_counter() - t_params)
+            counters.iteration += 1
+            window.add("iteration_seconds", time.perf_counter() - t_iter)
+            if next_test is not None and counters.updates >= next_test:
+                self._test(params, last_metrics)
+                next_test += train.test_every_updates
+            if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
+                self._log(window, started, last_metrics)
+                window = _Window()
+            if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+                self.checkpoint(window)
+                last_checkpoint = time.monotonic()
+        counters.elapsed_seconds = elapsed_before + time.monotonic() - started
+        path = self.checkpoint(window)
+        if self.progress:
+            print(file=sys.stderr)
+        self.logger.flush()
+        summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+        summary.update(self._summary_facts())
+        write_summary(self.run_dir, summary)
+        return summary
 
     def _launch_iteration(self, params_ref, version: int, ready: bool, window: "_Window") -> "_Pending":
         """Starts the iteration's calls: the update (once the buffer is ready), every training
@@ -255,10 +296,11 @@ class Driver:
         if ready:
             batches = self.replay.call("sample_batches", train.updates_per_iteration, train.batch_size)
             update = self.parameter_optimizer.call("update", backend.resolve_arg(batches))
-        rollouts = [w.call("run", params_ref, train.rollout_steps, version) for w in self.workers]
+        active = self._active_workers()
+        rollouts = {i: self.workers[i].call("run", params_ref, train.rollout_steps, version) for i in active}
         reanalyze = None
         if self.reanalyzer is not None and ready:
-            fresh_steps = train.rollout_steps * self.config.env.num_envs * train.num_training_workers
+            fresh_steps = train.rollout_steps * self.config.env.num_envs * len(active)
             share = train.reanalyze_fraction / (1.0 - train.reanalyze_fraction)
             steps = int(round(share * fresh_steps))
             trajectories = self.replay.call("sample_trajectories", max(1, steps // max(self._mean_episode_length(window), 1)))
@@ -328,22 +370,68 @@ class Driver:
         if self.progress:
             self._print_progress(started, last_metrics)
 
-    def _rollout_results(self, futures, params_ref, version) -> list:
-        steps = self.config.train.rollout_steps
-        return [self._worker_get(i, f, "run", params_ref, steps, version) for i, f in enumerate(futures)]
+    def _rollout_results(self, futures: dict, params_ref, version) -> list:
+        results = [self._worker_get(i, future) for i, future in futures.items()]
+        return [r for r in results if r is not None]
 
-    def _worker_get(self, i: int, future, method: str, *args):
-        """The value of training worker i's `future` (a call of `method` with `args`). If the worker's
-        process died, a replacement (same index, fresh envs) makes the call again: what the dead one
-        had not returned is dropped whole, so no step is counted twice or half-written."""
+    def _worker_get(self, i: int, future):
+        """The value of training worker i's `future`, or None if the worker's process (or its node)
+        died: what it had not returned is dropped whole, so no step is counted twice or half-written,
+        and a replacement (same index, fresh envs) is started to rejoin when it is up."""
         try:
             return self._backend.get(future)
         except RoleDiedError as e:
             if e.role != self.workers[i].name:
                 raise
-            print(f"{e.role} died; a replacement takes its place", file=sys.stderr)
-            self.workers[i] = self._backend.restart(self.workers[i])
-            return self._backend.get(self.workers[i].call(method, *args))
+            self._lose_worker(i)
+            return None
+
+    def _lose_worker(self, i: int) -> None:
+        self._lost.add(i)
+        alive = len(self.workers) - len(self._lost)
+        print(f"\n{self.workers[i].name} died (its process or its node was lost): the run goes on with {alive} of "
+              f"{len(self.workers)} training workers; a replacement joins when the cluster has room for it",
+              file=sys.stderr)
+        self.logger.write(self.counters.updates, {"training_workers_alive": alive, "training_worker_lost": i}, role="event")
+        self.workers[i] = self._backend.restart(self.workers[i])
+
+    def _active_workers(self) -> list[int]:
+        """The training workers that take part in this iteration: every one that is up. Replacements
+        of lost workers join once they are up; with none up at all the run waits for one (a stop
+        request or backend.wait_timeout_seconds ends that wait)."""
+        while True:
+            for i in sorted(self._lost):
+                try:
+                    up = self._backend.is_ready(self.workers[i])
+                except RoleDiedError as e:
+                    print(f"\n{self.workers[i].name}'s replacement died while starting ({e}); starting another",
+                          file=sys.stderr)
+                    self.workers[i] = self._backend.restart(self.workers[i])
+                    continue
+                if up:
+                    self._lost.discard(i)
+                    print(f"\n{self.workers[i].name} is back: {len(self.workers) - len(self._lost)} of "
+                          f"{len(self.workers)} training workers", file=sys.stderr)
+                    self.logger.write(self.counters.updates, {"training_workers_alive": len(self.workers) - len(self._lost),
+                                                              "training_worker_back": i}, role="event")
+            active = [i for i in range(len(self.workers)) if i not in self._lost]
+            if active:
+                return active
+            i = min(self._lost)
+            try:
+                self._backend.wait_ready(self.workers[i])
+            except RoleDiedError:
+                self.workers[i] = self._backend.restart(self.workers[i])
+
+    def _worker_states(self):
+        """(index, state) of every training worker that is up, for the checkpoint; a worker lost while
+        answering is left out (on resume it starts on fresh episodes)."""
+        active = [i for i in range(len(self.workers)) if i not in self._lost]
+        futures = {i: self.workers[i].call("state_dict") for i in active}
+        for i, future in futures.items():
+            state = self._worker_get(i, future)
+            if state is not None:
+                yield i, state
 
     def _mean_episode_length(self, window) -> int:
         return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)
@@ -496,6 +584,74 @@ def install_stop_signals(request_stop) -> dict:
     return previous
 
 
+class StopRequests:
+    """Stop requests of a run: a signal stops the loop after the iteration in flight, which then writes
+    its checkpoint. Should that iteration not end within train.stop_grace_seconds (a slow or lost
+    role), or past --max-minutes by as much, or on a second signal, the backend's waits give up
+    (`interrupt_reason`, polled by `backend.get`) and the last checkpoint written stays the run's last.
+    A slow or lost role thus never keeps a run from stopping."""
+
+    def __init__(self, train):
+        self.grace = train.stop_grace_seconds
+        self.max_minutes = train.max_minutes
+        self.reason: str | None = None
+        self._requested_at: float | None = None
+        self._deadline: float | None = None  # time.monotonic() at which --max-minutes is reached
+
+    def request(self, reason: str) -> None:
+        now = time.monotonic()
+        if self._requested_at is not None:
+            now -= self.grace  # a second signal: stop waiting at once
+        self.reason, self._requested_at = reason, now
+
+    def arm(self, started: float) -> None:
+        self._deadline = None if self.max_minutes is None else started + 60 * self.max_minutes
+
+    def disarm(self) -> None:
+        self._deadline = None
+
+    def interrupt_reason(self) -> str | None:
+        """Why a wait on the roles should be given up now, if it should."""
+        now = time.monotonic()
+        if self._requested_at is not None and now - self._requested_at >= self.grace:
+            return self.reason
+        if self._deadline is not None and now >= self._deadline + self.grace:
+            return "max_minutes"
+        return None
+
+
+def run_until_stopped(driver) -> dict:
+    """`driver._run(started)` with the stop signals installed and its stop requests armed (`StopRequests`);
+    a wait given up on a stop request ends the run with `interrupted_summary`."""
+    previous = install_stop_signals(driver._stops.request)
+    started = time.monotonic()
+    driver._stops.arm(started)
+    try:
+        return driver._run(started)
+    except WaitInterrupted as e:
+        return interrupted_summary(driver.run_dir, e, driver.counters, driver._summary_facts(), driver.logger)
+    finally:
+        driver._stops.disarm()
+        restore_signals(previous)
+
+
+def interrupted_summary(run_dir: pathlib.Path, error: WaitInterrupted, counters, facts: dict, logger) -> dict:
+    """The end of a run stopped while a role had not answered: the iteration in flight is dropped (its
+    calls may have changed some roles' state but not others'), so the last checkpoint on disk, taken
+    between two iterations, stays the run's last and --resume continues from it. The summary gives
+    that checkpoint's counters: what the run has."""
+    path = latest_checkpoint(run_dir)
+    kept = "no checkpoint was written yet" if path is None else f"the last checkpoint {path} is kept"
+    print(f"\n{error}: the iteration in flight is dropped; {kept}", file=sys.stderr)
+    logger.flush()
+    kept_counters = json.loads((path / "meta.json").read_text())["counters"] if path is not None else {}
+    summary = {**dataclasses.asdict(counters), **kept_counters, "stop_reason": error.reason,
+               "interrupted_while_waiting_for": error.waiting_for, "checkpoint": None if path is None else str(path),
+               "updates_since_checkpoint_dropped": counters.updates - kept_counters.get("updates", 0), **facts}
+    write_summary(run_dir, summary)
+    return summary
+
+
 def restore_signals(previous: dict) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
@@ -561,7 +717,7 @@ def training_worker_class(config: Config) -> type:
 class _Pending:
     """The calls of one iteration in flight (backend futures)."""
 
-    rollouts: list
+    rollouts: dict  # training worker index -> its rollout's future
     update: object = None
     reanalyze: object = None
 

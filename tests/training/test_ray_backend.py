@@ -2,10 +2,11 @@
 
 One Ray-backed run (module fixture) serves the end-to-end, equality,
 bound-address and object-store tests; two more SIGKILL a training worker's
-process (it is replaced) and then the replay buffer's or the parameter
+process (the run goes on without it while a replacement starts) and then the replay buffer's or the parameter
 optimizer's (the run stops with RoleDiedError and resumes).
 """
 
+import dataclasses
 import ipaddress
 import os
 import signal
@@ -22,6 +23,7 @@ psutil = pytest.importorskip("psutil")
 from moozi.runs.checkpoint import latest_checkpoint, load_checkpoint  # noqa: E402
 from moozi.config import build_config  # noqa: E402
 from moozi.runs.metrics_log import read_metrics  # noqa: E402
+from moozi.errors import MooziError  # noqa: E402
 from moozi.training.backends import RayBackend, RoleDiedError, _is_loopback, make_backend  # noqa: E402
 from moozi.training.driver import Driver  # noqa: E402
 from moozi.training.roles.parameter_optimizer import ParameterOptimizer  # noqa: E402
@@ -177,7 +179,7 @@ def _role_pid(class_name: str) -> int:
     """The process of the live Ray actor of `class_name` (Ray titles it ray::<class>[.<method>])."""
     for proc in psutil.Process().children(recursive=True):
         try:
-            if proc.name().startswith(f"ray::{class_name}") and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.name().startswith(f"ray::{class_name}") and proc.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_STOPPED):
                 return proc.pid
         except psutil.NoSuchProcess:
             continue
@@ -235,7 +237,10 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
     _, arrays, meta = load_checkpoint(path, train_state_template=template)
     counters = meta["counters"]
     assert counters["iteration"] >= 3
-    assert counters["env_steps"] == counters["iteration"] * STEPS_PER_WORKER
+    # Every iteration counts one whole rollout, except the one in which the worker died, if its death
+    # was seen by a rollout (not by a checkpoint's state_dict): that rollout never arrived.
+    iterations = counters["iteration"]
+    assert counters["env_steps"] in ((iterations - 1) * STEPS_PER_WORKER, iterations * STEPS_PER_WORKER)
     assert counters["episodes"] == int(arrays["replay/role_counters"][1])
 
     # --resume continues from it (on the inline backend: the checkpoint does not depend on the backend).
@@ -244,3 +249,68 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
     target = (counters["iteration"] + 3) * STEPS_PER_WORKER
     resumed = _run(_config("inline", 0, workers=1, **dict(overrides, **{"train.max_env_steps": str(target)})), run_dir, resume=True)
     assert resumed["env_steps"] == target and resumed["updates"] > counters["updates"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "max_minutes", "wait_timeout"])
+def test_a_run_stops_within_seconds_while_a_worker_hangs(tmp_path, stop):
+    """A training worker's process frozen (SIGSTOP: alive, never answering, as on an overloaded or
+    partitioned node): SIGTERM, or --max-minutes, still ends the run within train.stop_grace_seconds
+    and a poll; the iteration in flight is dropped and the last checkpoint, whole, is the run's.
+    With neither, backend.wait_timeout_seconds ends the wait with an error naming the call."""
+    run_dir = tmp_path / "run"
+    overrides = {"train.checkpoint_every_minutes": "0.0005", "train.test_every_updates": "1000",
+                 "train.stop_grace_seconds": "2", "train.max_env_steps": "100000"}
+    if stop == "max_minutes":
+        overrides["train.max_minutes"] = "0.75"
+    driver = Driver(_config("ray", 0, workers=1, **overrides), run_dir, progress=False)
+    events = {}
+
+    def freezer():
+        while driver.counters.iteration < 4 and not events.get("done"):
+            time.sleep(0.05)
+        pid = _role_pid("TrainingRolloutWorker")
+        if stop == "wait_timeout":  # set now: the first calls compile, and may take longer than 3 s
+            backend = driver._backend
+            backend.config = dataclasses.replace(backend.config, wait_timeout_seconds=3.0)
+        os.kill(pid, signal.SIGSTOP)
+        events["frozen"] = pid
+        events["frozen_at"] = time.monotonic()
+        if stop == "SIGTERM":
+            time.sleep(1.0)
+            events["stop_at"] = time.monotonic()
+            os.kill(os.getpid(), signal.SIGTERM)  # the driver's handler runs on this (the main) thread
+
+    thread = threading.Thread(target=freezer, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        if stop == "wait_timeout":
+            with pytest.raises(MooziError, match=r"waited 3 s for training_rollout_worker_0\.\w+ on the Ray cluster"):
+                driver.run()
+            assert time.monotonic() - events["frozen_at"] < 3 + 3
+            return
+        summary = driver.run()
+        returned = time.monotonic()
+    finally:
+        events["done"] = True
+        thread.join()
+        driver.close()
+        if "frozen" in events:  # a stopped process ignores everything but SIGKILL: leave none behind
+            try:
+                os.kill(events["frozen"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if stop == "SIGTERM":
+        assert summary["stop_reason"] == "signal SIGTERM"
+        assert returned - events["stop_at"] < 2 + 3  # the grace, and polls
+    else:
+        assert summary["stop_reason"] == "max_minutes"
+        assert returned - started < 0.75 * 60 + 2 + 3
+    assert summary["interrupted_while_waiting_for"].startswith("training_rollout_worker_0.")
+    path = latest_checkpoint(run_dir)
+    assert summary["checkpoint"] == str(path)
+    meta = load_checkpoint(path, train_state_template=ParameterOptimizer(driver.config).get_state())[2]
+    # The summary tells what the run kept: the checkpoint's counters, taken between two iterations.
+    assert summary["updates"] == meta["counters"]["updates"] and summary["env_steps"] == meta["counters"]["env_steps"]
+    assert meta["counters"]["env_steps"] == meta["counters"]["iteration"] * STEPS_PER_WORKER

@@ -1,0 +1,98 @@
+"""A real multi-node Ray cluster on this machine, as a user starts one: `ray start --head`, then
+`ray start --address` for each worker node, every node with its own temp dir and loopback only.
+
+Worker nodes run `ray start --block` in a session of their own, so `kill_node` can take a whole node
+down at once (its raylet, its agents and every actor process on it), as a crashed machine would.
+The head's health checks are tightened (Ray reads `RAY_<setting>` from the environment) so that a
+dead node is declared dead within seconds rather than the default half minute, while a slow one is not. `cores` pins a
+node's processes, and so its actors, to some of this machine's cores (`taskset`), so that two
+nodes on one machine do not share its cores as two machines would not."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+
+def ray_available() -> bool:
+    return shutil.which("ray") is not None
+
+
+def _pinned(cores: str | None) -> list[str]:
+    return ["taskset", "-c", cores] if cores else []
+
+
+class LocalCluster:
+    def __init__(self, port: int, tmp_dir, cpus_per_node: int):
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.tmp_dir = tmp_dir
+        self.cpus = cpus_per_node
+        # Token authentication on, with a token of the cluster's own (every node and driver share it).
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                    "RAY_AUTH_TOKEN": uuid.uuid4().hex,
+                    # A killed node refuses the checks at once, so 5 failed checks 1 s apart declare it dead
+                    # in ~5 s; a live node answers within 10 s even on an overloaded core (a 1 s timeout
+                    # made the GCS declare a returning node dead while it started three JAX workers).
+                    "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
+                    "RAY_health_check_timeout_ms": "10000", "RAY_health_check_failure_threshold": "5"}
+        for key in ("RAY_AUTH_TOKEN_PATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_ADDRESS"):
+            self.env.pop(key, None)  # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 would refuse a second node
+        self.workers: list[subprocess.Popen] = []
+        self.nodes = 0  # live nodes, as this helper started and killed them
+
+    def _ray(self, *args, timeout=120, cores: str | None = None):
+        return subprocess.run([*_pinned(cores), shutil.which("ray"), *args], capture_output=True, text=True,
+                              timeout=timeout, env=self.env)
+
+    def start_head(self, cores: str | None = None) -> None:
+        head = self._ray("start", "--head", "--port", str(self.port), "--num-cpus", str(self.cpus),
+                         "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
+                         "--temp-dir", str(self.tmp_dir / "head"), cores=cores)
+        if head.returncode != 0:
+            raise RuntimeError(f"ray start --head failed: {head.stderr[-500:]}")
+        self.nodes = 1
+
+    def add_node(self, name: str, cores: str | None = None) -> subprocess.Popen:
+        """A worker node (blocking `ray start` in its own session); returns once the head counts it."""
+        proc = subprocess.Popen(
+            [*_pinned(cores), shutil.which("ray"), "start", "--address", self.address, "--num-cpus", str(self.cpus),
+             "--node-ip-address", "127.0.0.1", "--temp-dir", str(self.tmp_dir / name), "--block"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, start_new_session=True)
+        self.workers.append(proc)
+        self.nodes += 1
+        self.wait_for_nodes(self.nodes)
+        return proc
+
+    def alive_nodes(self) -> int:
+        status = self._ray("status", "--address", self.address, timeout=60).stdout
+        active = status.split("Active:", 1)[-1].split("Pending:", 1)[0]
+        return len(re.findall(r"^\s*1 node_", active, flags=re.M))
+
+    def wait_for_nodes(self, count: int, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.alive_nodes() == count:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"the cluster did not reach {count} live nodes")
+
+    def kill_node(self, proc: subprocess.Popen) -> None:
+        """SIGKILL to every process of the node: no chance to clean up, as when a machine dies."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        self.nodes -= 1
+
+    def stop(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self._ray("stop", "--force")
