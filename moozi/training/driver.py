@@ -90,6 +90,8 @@ class Driver:
             self.spec = env_spec(config)
             if resume:
                 _check_replay_fits_here(config, self.spec)
+            # Before any role starts: a run killed while its roles start up can still be resumed.
+            save_config(config, self.run_dir / "config.json")
         except BaseException:
             self._backend.shutdown()
             raise
@@ -136,7 +138,6 @@ class Driver:
             # backend.placement_timeout_seconds, instead of leaving a role pending forever.
             self._backend.launch()
             self._record_placement()
-            save_config(config, self.run_dir / "config.json")  # a run refused by the cluster leaves no config
         except BaseException:
             self._backend.shutdown()
             raise

@@ -274,7 +274,8 @@ def test_kill_9_at_seven_moments_then_resume(tmp_path, template):
 
     # A last --resume runs to the end; nothing of the kills is left behind.
     target = previous["counters"]["env_steps"] + 3 * STEPS_PER_ITERATION
-    args = [a if a != "100000" else str(target) for a in base] + ["--resume"]
+    # --json: the summary as one JSON line on stdout (without it, moozi train ends in words).
+    args = [a if a != "100000" else str(target) for a in base] + ["--resume", "--json"]
     child = _Child("none", 0, args, tmp_path / "final.log")
     summary = child.wait_for("summary", timeout=600)
     assert child.finish(timeout=120) == 0, (tmp_path / "final.log").read_text()[-3000:]
