@@ -648,8 +648,9 @@ def _bundle(options: dict) -> dict[str, float]:
 
 def _describe(resources: dict[str, float]) -> str:
     parts = [f"{resources.get(k, 0.0):g} {k}" for k in ("CPU", "GPU") if k == "CPU" or resources.get(k, 0.0)]
-    if resources.get("memory", 0.0):
-        parts.append(f"{resources['memory'] / 2**30:.2f} GiB memory")
+    memory = resources.get("memory", 0.0)
+    if memory:
+        parts.append(f"{memory / 2**30:.1f} GiB memory" if memory >= 2**30 else f"{memory / 2**20:.1f} MiB memory")
     return ", ".join(parts)
 
 

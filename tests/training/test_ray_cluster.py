@@ -71,8 +71,8 @@ def test_a_cluster_too_small_for_the_roles_is_refused_within_30_seconds(cluster_
                  "testing_rollout_worker: 0.5 CPU", "in all: 3 CPU",
                  "the learner's group (parameter_optimizer, replay_buffer, testing_rollout_worker) on one node: 2 CPU"):
         assert role in stderr, stderr
-    assert re.search(r"The cluster has free: 2 CPU, [\d.]+ GiB memory on 2 node\(s\), the largest with 1 CPU\.", stderr)
-    assert re.search(r"replay_buffer: 0\.5 CPU, [\d.]+ GiB memory", stderr)  # its buffer, reserved with its CPUs
+    assert re.search(r"The cluster has free: 2 CPU, [\d.]+ [GM]iB memory on 2 node\(s\), the largest with 1 CPU\.", stderr)
+    assert re.search(r"replay_buffer: 0\.5 CPU, [\d.]+ [GM]iB memory", stderr)  # its buffer, reserved with its CPUs
     assert "backend.rollout_worker_cpus" in stderr and "train.num_training_workers" in stderr
     assert seconds < 30, f"the refusal took {seconds:.0f} s"
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
