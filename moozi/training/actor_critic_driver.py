@@ -30,15 +30,13 @@ from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.summary import write_summary
 from moozi.training.actor_critic_host import HostTrainer
 from moozi.training.backends import make_backend
+from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
 from moozi.training.driver import (
     Counters,
-    StopRequests,
     _clock,
-    limit_reached,
     next_best,
     prepare_run_dir,
     resumed_config,
-    run_until_stopped,
     strength_score,
 )
 
