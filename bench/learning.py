@@ -44,7 +44,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
            extra: dict | None = None) -> float:
     """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
     from moozi.config import build_config
-    from moozi.training.driver import Driver
+    from moozi.training.drivers import make_driver
 
     config = build_config(
         game,
@@ -58,7 +58,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
         },
     )
     start = time.monotonic()
-    driver = Driver(config, run_dir, progress=False)
+    driver = make_driver(config, run_dir, progress=False)
     setup_seconds = time.monotonic() - start
     try:
         driver.run()
@@ -135,16 +135,24 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
 MINATAR_GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 
 
-def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int) -> dict:
-    """Trains a MinAtar preset; at each mark, `episodes` greedy episodes (sticky actions 0.1, each cut
-    after `max_steps` steps) of the newest checkpoint by then: mean return and its bootstrap interval."""
+def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int,
+            agent: str = "muzero") -> dict:
+    """Trains a MinAtar preset through `moozi train`'s driver (the host path: MinAtar's own envs); at
+    each mark, `episodes` episodes (sticky actions 0.1, each cut after `max_steps` steps) of the newest
+    checkpoint by then, played as `load_agent` plays (MuZero: greedy on the visit counts; PPO and
+    IMPALA: sampled from the policy): mean return and its bootstrap interval."""
     from moozi.agent import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
-    run_dir = work / f"{game}-{seed}"
-    setup = _train(game, max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2)
+    run_dir = work / (f"{game}-{seed}" if agent == "muzero" else f"{game}-{agent}-host-{seed}")
+    extra = None
+    if agent != "muzero":
+        extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}
+    setup = _train(game, max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2, extra=extra)
     checkpoints = _checkpoints(run_dir)
     out = {"game": game, "seed": seed, "marks": []}
+    if agent != "muzero":
+        out.update(agent=agent, path="host")
     for mark in minutes:
         eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
         elapsed, path = eligible[-1]
@@ -217,7 +225,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
-                        "(MinAtar games only, on their gymnax twins, the jitted Anakin loop)")
+                        "(MinAtar games only, on their gymnax twins, the jitted Anakin loop), ppo-host, "
+                        "impala-host (MinAtar's own envs through moozi train's driver)")
     parser.add_argument("--ppo-envs", type=int, default=64, help="B of the PPO runs")
     parser.add_argument("--ppo-rollout-steps", type=int, default=128, help="T of the PPO runs")
     parser.add_argument("--impala-envs", type=int, default=32, help="B of the IMPALA runs")
@@ -240,6 +249,9 @@ def main(argv=None) -> dict:
     AGENT_OVERRIDES["ppo"].update(parse_set_arguments(args.ppo_overrides))
     AGENT_OVERRIDES["impala"].update(parse_set_arguments(args.impala_overrides))
     agents = [a for a in args.agents.split(",") if a]
+    known = ("muzero", "ppo", "impala", "ppo-host", "impala-host")
+    if unknown := [a for a in agents if a not in known]:
+        parser.error(f"--agents: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
@@ -264,8 +276,11 @@ def main(argv=None) -> dict:
                     report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(
                         agent, game, seed, marks, args.minatar_episodes, args.minatar_max_steps,
                         getattr(args, f"{agent}_envs"), getattr(args, f"{agent}_rollout_steps")))
+                if f"{agent}-host" in agents:
+                    report.setdefault(f"{game}:{agent}-host", []).append(
+                        minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps, agent))
     report["load_average_1min"] = os.getloadavg()[0]
-    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala") for g in MINATAR_GAMES)):
+    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
         for row in report.get(game, []):
             print(game, json.dumps(row), file=sys.stderr)
     print(json.dumps(report))

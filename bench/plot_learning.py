@@ -3,10 +3,11 @@ against env steps, one row per game, one colour per agent.
 
     python bench/plot_learning.py RESULT.json [RESULT.json ...] --out bench/results/minatar.png [--table]
 
-Each RESULT.json holds the JSON object `bench/learning.py` prints last. Lines: MuZero's in-training
-tests (greedy, `train.test_episodes` episodes, read from the run's metrics.jsonl); PPO's and IMPALA's
-training episodes. Points with error bars: the marks (100 episodes each, 95% bootstrap interval), and
-where an agent has several seeds on a game, their mean with a 95% bootstrap interval over the seeds
+Each RESULT.json holds the JSON object `bench/learning.py` prints last. Lines: the in-training tests
+of runs through `moozi train`'s driver (MuZero, and PPO/IMPALA on the host path: `train.test_episodes`
+episodes, read from the run's metrics.jsonl); the training episodes of the Anakin PPO and IMPALA runs
+(a running mean where there are more than 100 points). Points with error bars: the marks (100
+episodes each, 95% bootstrap interval), and where an agent has several seeds on a game, their mean with a 95% bootstrap interval over the seeds
 (black-edged diamonds). `--table` prints the same numbers as a Markdown table.
 """
 
@@ -17,7 +18,9 @@ import json
 import pathlib
 
 GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
-COLOURS = {"muzero": "tab:blue", "ppo": "tab:orange", "impala": "tab:green"}
+# "-host": the run went through `moozi train`'s driver on MinAtar's own envs, not the gymnax twin's Anakin loop.
+COLOURS = {"muzero": "tab:blue", "ppo": "tab:orange", "impala": "tab:green", "ppo-host": "tab:red",
+           "impala-host": "tab:olive"}
 # The MinAtar paper's DQN and AC(lambda) at 5M frames, read off its learning curves (README, "MinAtar").
 PAPER = {"breakout": (10.0, 17.6), "asterix": (17.2, 19.3), "freeway": (50.2, 47.5), "seaquest": (20.3, 15.7),
          "space_invaders": (43.0, 186.0)}
@@ -43,8 +46,9 @@ def runs_of(report: dict) -> list[tuple[str, str, dict, list]]:
             continue
         for run in runs:
             agent = agent or "muzero"
-            if agent == "muzero":
-                metrics = pathlib.Path(report["work_dir"]) / f"{game}-{run['seed']}" / "metrics.jsonl"
+            if agent == "muzero" or agent.endswith("-host"):
+                name = f"{game}-{run['seed']}" if agent == "muzero" else f"{game}-{agent}-{run['seed']}"
+                metrics = pathlib.Path(report["work_dir"]) / name / "metrics.jsonl"
                 curve = muzero_curve(metrics) if metrics.exists() else []
             else:
                 curve = [tuple(p) for p in run.get("curve", [])]
@@ -70,20 +74,23 @@ def plot(reports: list[dict], path: pathlib.Path) -> None:
             for col, x_index in ((0, 0), (1, 1)):
                 ax = axes[row][col]
                 if curve:
-                    ax.plot([p[x_index] for p in curve], [p[2] for p in curve], color=colour, alpha=0.5, lw=1)
+                    xs, ys = smoothed([p[x_index] for p in curve], [p[2] for p in curve])
+                    ax.plot(xs, ys, color=colour, alpha=0.5, lw=1)
                 xs = [m["minutes"] if col == 0 else m["env_steps"] for m in run["marks"]]
                 ys = [m["mean_return"] for m in run["marks"]]
                 lows = [m["mean_return"] - (m["bootstrap_ci"] or [m["mean_return"]] * 2)[0] for m in run["marks"]]
                 highs = [(m["bootstrap_ci"] or [m["mean_return"]] * 2)[1] - m["mean_return"] for m in run["marks"]]
                 ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o", color=colour, capsize=3,
                             label=label if col == 0 else None)
+        labelled = set()
         for agent, minutes, mean, (low, high), seeds, _ in seed_means(runs, game):
             if seeds < 2:
                 continue
             for col, x in ((0, minutes[0]), (1, minutes[1])):
+                label = f"{agent}, mean of {seeds} seeds" if col == 0 and agent not in labelled else None
                 axes[row][col].errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt="D", ms=7,
-                                        color=COLOURS.get(agent, "black"), mec="black", capsize=4,
-                                        label=f"{agent}, mean of {seeds} seeds" if col == 0 else None)
+                                        color=COLOURS.get(agent, "black"), mec="black", capsize=4, label=label)
+            labelled.add(agent)
         dqn, ac = PAPER[game]
         for ax in axes[row]:
             ax.axhline(dqn, color="grey", ls="--", lw=1, label="paper DQN, 5M frames")
@@ -93,14 +100,28 @@ def plot(reports: list[dict], path: pathlib.Path) -> None:
         axes[row][0].set_xlabel("training minutes (one core)")
         axes[row][1].set_xlabel("env steps")
         axes[row][1].set_xscale("log")
-        axes[row][0].legend(loc="upper left", fontsize=8)
+        axes[row][0].legend(loc="upper left", fontsize=7, framealpha=0.9, ncol=2)
         for ax in axes[row]:
             ax.grid(alpha=0.3)
-    fig.suptitle("MinAtar: lines = in-training tests (MuZero) / training episodes (PPO, IMPALA); "
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, low + 1.6 * (high - low))  # headroom: the legend sits above the curves
+    fig.suptitle("MinAtar: lines = in-training tests (MuZero, *-host) / training episodes (PPO, IMPALA on gymnax); "
                  "points = 100-episode marks, 95% bootstrap intervals", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+
+
+def smoothed(xs: list[float], ys: list[float], points: int = 100) -> tuple[list[float], list[float]]:
+    """A curve of more than `points` points as the running mean of about len / points of them (the
+    fast agents log thousands of noisy training-episode means; a line through all is a solid band)."""
+    import numpy as np
+
+    window = len(ys) // points
+    if window < 2:
+        return xs, ys
+    kernel = np.ones(window) / window
+    return list(np.asarray(xs)[window - 1:]), list(np.convolve(ys, kernel, mode="valid"))
 
 
 def seed_means(runs, game: str):

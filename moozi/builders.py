@@ -133,15 +133,16 @@ def is_actor_critic(config: Config) -> bool:
     return config.agent in ACTOR_CRITIC_AGENTS
 
 
-def make_actor_critic_learner(config: Config, spec: EnvSpec):
-    """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*` section)."""
+def make_actor_critic_learner(config: Config, spec: EnvSpec, num_envs: int | None = None):
+    """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*`
+    section), for rollouts of `num_envs` envs (the section's B unless given)."""
     from moozi.agents import make_learner
     from moozi.errors import MooziError
 
     if spec.is_two_player:
         raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
                          "(train it with agent=muzero or agent=alphazero)")
-    return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions)
+    return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions, num_envs=num_envs)
 
 
 def make_anakin_actor_critic(config: Config, spec: EnvSpec):

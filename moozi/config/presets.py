@@ -154,6 +154,16 @@ ATARI_PRESET = {
     "train.test_every_updates": 1000,
     "train.test_episodes": 8,
     "train.test_max_steps": 2_000,
+    # agent=ppo on Atari frames: cleanrl's ppo_atari settings (Huang et al. 2022), not PPO's MinAtar
+    # defaults: one shared Nature-CNN torso, clip 0.1, Adam at 2.5e-4 annealed over 10M steps, 4
+    # minibatches.
+    "ppo.learning_rate": 2.5e-4,
+    "ppo.anneal_learning_rate": True,
+    "ppo.clip_epsilon": 0.1,
+    "ppo.num_minibatches": 4,
+    "ppo.shared_torso": True,
+    # agent=impala: the paper's Atari network, one shared torso.
+    "impala.shared_torso": True,
 }
 # Presets for every game of a library, where a game has no preset of its own.
 LIBRARY_PRESETS: dict[str, dict[str, Any]] = {"atari": ATARI_PRESET}

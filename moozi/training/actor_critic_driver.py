@@ -5,9 +5,11 @@ and TensorBoard logs, in-training tests, checkpoints that resume exactly, the be
 stopping rules and signals, and the end-of-run summary.
 
 Each iteration is one rollout of B x T env steps and the agent's update on it (`updates_per_rollout`
-optimizer steps). Checkpoints are taken between iterations; they hold the learner's state, the
+optimizer steps); in the host loop's asynchronous mode (`impala.asynchronous`), one worker's share of
+the B envs. Checkpoints are taken between iterations; they hold the learner's state, the
 acting parameters, the key, and the envs' state (the Anakin carry, or the host envs' snapshots), so
-a resumed run continues bit for bit where the stopped one was.
+a resumed run continues bit for bit where the stopped one was (the asynchronous mode, whose order
+follows timing, only continues).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from moozi.errors import MooziError
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
 from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.summary import write_summary
-from moozi.training.actor_critic_host import HostTrainer
+from moozi.training.actor_critic_host import AsynchronousHostTrainer, HostTrainer, is_asynchronous
 from moozi.training.backends import make_backend
+from moozi.training.roles.actor_critic import envs_per_worker
 from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
 from moozi.training.driver import (
     Counters,
@@ -55,6 +58,9 @@ class ActorCriticDriver:
         if config.backend.kind != "inline" and is_jax_native(config.game):
             raise MooziError(f"agent={config.agent} on {config.game} runs the Anakin loop, one jitted program in "
                              "one process: use backend.kind=inline (the Ray backend serves host games)")
+        if is_jax_native(config.game) and is_asynchronous(config):
+            raise MooziError(f"impala.asynchronous=true needs a host game: {config.game} runs the Anakin loop, "
+                             "synchronous by construction (impala.policy_lag sets its lag)")
         spec = env_spec(config)  # a misspelt game fails here, before the run directory is made
         if spec.is_two_player:
             raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
@@ -74,11 +80,14 @@ class ActorCriticDriver:
                 self.config = config = _even_workers(resolve_rollout_workers(config, backend.cpus()),
                                                      auto=config.train.num_training_workers == "auto",
                                                      num_envs=learner.num_envs)
+                if is_asynchronous(config):  # each update learns from one worker's rollout
+                    learner = make_actor_critic_learner(config, spec, envs_per_worker(config, learner.num_envs))
                 save_config(config, self.run_dir / "config.json")
             except BaseException:
                 backend.shutdown()
                 raise
-            self.trainer = HostTrainer(config, spec, learner, backend)
+            trainer = AsynchronousHostTrainer if is_asynchronous(config) else HostTrainer
+            self.trainer = trainer(config, spec, learner, backend)
         self.counters = Counters()
         self._stops = StopRequests(config.train)
         if hasattr(self.trainer, "_backend"):  # the host loop's roles: their waits give up on a stop request
@@ -184,8 +193,9 @@ class ActorCriticDriver:
     def _log(self, window: "_Window", started: float, elapsed_before: float, last_metrics: dict) -> None:
         metrics = window.summary()
         metrics.update(env_steps=float(self.counters.env_steps), episodes=float(self.counters.episodes),
-                       policy_version=float(self.counters.updates),
-                       policy_lag=float(self.trainer.learner.policy_lag))  # updates between acting and learning
+                       policy_version=float(self.counters.updates))
+        # Updates between acting and learning: fixed, or the window's mean when the queue measures it.
+        metrics.setdefault("policy_lag", float(self.trainer.learner.policy_lag))
         self.logger.write(self.counters.updates, metrics)
         last_metrics.update(metrics)
         if self.progress:

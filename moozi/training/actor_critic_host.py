@@ -8,9 +8,13 @@ v_{i-2}) to make v_i: the learner always trains on data one version old, and act
 overlap. With a lag of 0 each rollout is played by the latest parameters and updated on at once.
 Every rollout, key and version is fixed by the seed and the iteration, so the inline and Ray backends
 give the same metrics. The rollout waiting for its update is part of the checkpoint.
+
+Asynchronous (`impala.asynchronous`, IMPALA's actor-learner split): `AsynchronousHostTrainer` below.
 """
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -60,16 +64,19 @@ class HostTrainer(TrainerState):
         else:
             metrics = self._learn(rollout, update_key)
         self.acting_params = self.state.params
-        out = {k: float(v) for k, v in metrics.items()}
-        out["episodes"] = float(len(finished))
-        out["episode_return"] = float(finished.mean()) if len(finished) else float("nan")
-        out.update(env_steps=self.env_steps, updates=self.updates)
-        return out
+        return self._report(metrics, finished)
 
     def _learn(self, rollout: Rollout, key) -> dict:
         self.state, metrics = self._update(self.state, rollout, key)
         self.updates += self.updates_per_rollout
         return jax.device_get(metrics)
+
+    def _report(self, metrics: dict, finished: np.ndarray) -> dict[str, float]:
+        out = {k: float(v) for k, v in metrics.items()}
+        out["episodes"] = float(len(finished))
+        out["episode_return"] = float(finished.mean()) if len(finished) else float("nan")
+        out.update(env_steps=self.env_steps, updates=self.updates)
+        return out
 
     def evaluate(self, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 5_000) -> np.ndarray:
         return self._backend.get(self.tester.call("run", self.state.params, episodes, seed, max_steps, greedy))
@@ -103,6 +110,71 @@ class HostTrainer(TrainerState):
                 if close:
                     close()
         self._backend.shutdown()
+
+
+def is_asynchronous(config: Config) -> bool:
+    """Whether the host loop runs the actor-learner queue (`impala.asynchronous`; PPO has no such mode)."""
+    return config.agent == "impala" and config.impala.asynchronous
+
+
+class _Launch(NamedTuple):
+    worker: int  # the training rollout worker's index
+    version: int  # the policy version (updates so far) whose parameters play the rollout
+    future: Any  # its (rollout, returns of the episodes that ended in it)
+
+
+class AsynchronousHostTrainer(HostTrainer):
+    """IMPALA's actor-learner split. Every training rollout worker always has one rollout in flight; each
+    iteration the learner takes the first to finish (among several finished, the one launched first),
+    updates on it, and launches that worker again with the new parameters. V-trace corrects the lag,
+    which each update reports as `policy_lag`: its policy version less the one that played the rollout.
+    The learner is built for one worker's share of the B envs, the batch it updates on.
+
+    Which rollout finishes first depends on timing, so runs are not reproducible, except with the
+    unthreaded inline backend, where every call finishes at once and the workers take turns. A
+    checkpoint waits for the rollouts in flight and keeps them, with their versions, as the queue that
+    a resumed run learns from first."""
+
+    def __init__(self, config: Config, spec: EnvSpec, learner: Learner, backend):
+        super().__init__(config, spec, learner, backend)
+        self.queue: list[_Launch] = []  # the rollouts in flight, the first launched first
+
+    def iteration(self) -> dict[str, float]:
+        idle = set(range(len(self.workers))) - {launch.worker for launch in self.queue}
+        for worker in sorted(idle):  # the first iteration, or a checkpoint without every worker's rollout
+            self._launch(worker)
+        index, (rollout, finished) = self._backend.get_first([launch.future for launch in self.queue])
+        launch = self.queue.pop(index)
+        lag = self.updates - launch.version
+        self._key, update_key = jax.random.split(self._key)
+        metrics = self._learn(rollout, update_key)
+        self.acting_params = self.state.params
+        self._launch(launch.worker)
+        self.env_steps += self.num_envs * self.rollout_steps
+        return {**self._report(metrics, finished), "policy_lag": float(lag)}
+
+    def _launch(self, worker: int) -> None:
+        self._key, key = jax.random.split(self._key)
+        future = self.workers[worker].call("rollout", self._backend.put(self.acting_params), key)
+        self.queue.append(_Launch(worker, self.updates, future))
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        arrays = super().state_arrays()
+        results = self._backend.get([launch.future for launch in self.queue])
+        for j, (launch, (rollout, finished)) in enumerate(zip(self.queue, results)):
+            arrays.update({f"queue{j}/{name}": np.asarray(v) for name, v in rollout._asdict().items()})
+            arrays.update({f"queue{j}/worker": np.asarray(launch.worker), f"queue{j}/version": np.asarray(launch.version),
+                           f"queue{j}/finished": np.asarray(finished)})
+        return arrays
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        super().load_state_arrays(arrays)
+        self.queue = []
+        while f"queue{len(self.queue)}/worker" in arrays:
+            prefix = f"queue{len(self.queue)}/"
+            rollout = Rollout(**{name: arrays[prefix + name] for name in Rollout._fields})
+            result = self._backend.put((rollout, arrays[prefix + "finished"]))  # a finished future
+            self.queue.append(_Launch(int(arrays[prefix + "worker"]), int(arrays[prefix + "version"]), result))
 
 
 def _join(parts: list[np.ndarray], name: str) -> np.ndarray:

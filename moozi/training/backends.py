@@ -1,7 +1,8 @@
 """Where roles live: in this process (`inline`) or as Ray actors (`ray`).
 
 The driver talks to every role through `RoleHandle.call(method, *args)`,
-which returns a future, and `Backend.get(futures)`. Inline calls run at once;
+which returns a future, and `Backend.get(futures)` (or `get_first`: the first
+of several to finish, for a queue of calls). Inline calls run at once;
 Ray calls run in the role's actor. Roles are plain classes either way: Ray
 wraps them only here, at launch, so the role classes know nothing about Ray.
 
@@ -41,7 +42,7 @@ The Ray backend
   out). Placement that does not succeed within
   `backend.placement_timeout_seconds` stops the run with what each role
   asks for and what the cluster has free; nothing was started.
-* Waits: `get` polls, so a stop request (a signal, --max-minutes) is seen
+* Waits: `get` and `get_first` poll, so a stop request (a signal, --max-minutes) is seen
   within a second whatever the roles are doing (`interrupt`), and no wait
   lasts longer than `backend.wait_timeout_seconds` without an error that
   names the role and the call it waited for.
@@ -92,6 +93,11 @@ def _check_interrupt(interrupt, waiting_for) -> None:
     reason = interrupt() if interrupt is not None else None
     if reason is not None:
         raise WaitInterrupted(reason, waiting_for())
+
+
+def _check_nonempty(futures: list) -> None:
+    if not futures:
+        raise ValueError("get_first needs at least one future")
 
 
 class _Done:
@@ -166,16 +172,31 @@ class InlineBackend:
         return self.start(handle.name, cls, *args, resources=resources)
 
     def get(self, futures):
-        items = futures if isinstance(futures, list) else [futures]
-        pending = [f for f in items if isinstance(f, concurrent.futures.Future)]
-        while pending:
-            _, not_done = concurrent.futures.wait(pending, timeout=POLL_SECONDS)
-            pending = list(not_done)
-            if pending:
-                _check_interrupt(self.interrupt, lambda: ", ".join(getattr(f, "moozi_call", "a role") for f in pending))
+        self._wait(futures if isinstance(futures, list) else [futures], every=True)
         if isinstance(futures, list):
             return [_value(f) for f in futures]
         return _value(futures)
+
+    def get_first(self, futures: list) -> tuple[int, Any]:
+        """(index, value) of the first of `futures` to finish, the lowest index among those finished;
+        it waits as `get` waits. A `_Done` or plain value is finished at once."""
+        _check_nonempty(futures)
+        self._wait(futures, every=False)
+        index = next(i for i, f in enumerate(futures) if not isinstance(f, concurrent.futures.Future) or f.done())
+        return index, _value(futures[index])
+
+    def _wait(self, futures: list, every: bool) -> None:
+        """Waits until every one (or one) of `futures` is finished, giving up on a stop request."""
+        pending = {f for f in futures if isinstance(f, concurrent.futures.Future)}
+        if not every and not all(isinstance(f, concurrent.futures.Future) for f in futures):
+            return  # a value (or an unthreaded call's result) is finished at once
+        return_when = concurrent.futures.ALL_COMPLETED if every else concurrent.futures.FIRST_COMPLETED
+        while pending:
+            done, pending = concurrent.futures.wait(pending, timeout=POLL_SECONDS, return_when=return_when)
+            if done and not every:
+                return
+            if pending:
+                _check_interrupt(self.interrupt, lambda: ", ".join(getattr(f, "moozi_call", "a role") for f in pending))
 
     def put(self, value):
         return value
@@ -551,19 +572,7 @@ class RayBackend:
         from ray.exceptions import RayActorError, RayTaskError
 
         refs = futures if isinstance(futures, list) else [futures]
-        pending = list({id(r): r for r in refs}.values())
-        deadline = time.monotonic() + self.config.wait_timeout_seconds
-        while pending:
-            _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=POLL_SECONDS)
-            if not pending:
-                break
-            waiting_for = lambda: ", ".join(self._calls.get(r.hex(), "a role") for r in pending)  # noqa: E731
-            _check_interrupt(self.interrupt, waiting_for)
-            if time.monotonic() >= deadline:
-                raise MooziError(
-                    f"waited {self.config.wait_timeout_seconds:g} s for {waiting_for()} on the Ray cluster without an "
-                    "answer (a node may be overloaded or unreachable; `ray status` shows the cluster); raise "
-                    "backend.wait_timeout_seconds if such calls are this slow; the last checkpoint is intact, continue with --resume")
+        self._wait(refs, every=True)
         for ref in refs:
             self._calls.pop(ref.hex(), None)
         try:
@@ -578,6 +587,35 @@ class RayBackend:
             if isinstance(e.cause, MooziError):
                 raise e.cause from None
             raise
+
+    def get_first(self, futures: list) -> tuple[int, Any]:
+        """(index, value) of the first of `futures` to finish, the lowest index among those finished;
+        it waits, and raises a role's error, as `get` does."""
+        _check_nonempty(futures)
+        distinct = self._wait(futures, every=False)
+        ready, _ = self.ray.wait(distinct, num_returns=len(distinct), timeout=0)
+        finished = {ref.hex() for ref in ready}
+        index = next(i for i, ref in enumerate(futures) if ref.hex() in finished)
+        return index, self.get(futures[index])
+
+    def _wait(self, refs: list, every: bool) -> list:
+        """Waits until every one (or one) of `refs` is finished; a stop request or
+        `backend.wait_timeout_seconds` ends the wait. Returns the distinct refs."""
+        distinct = list({id(r): r for r in refs}.values())
+        enough = len(distinct) if every else 1
+        deadline = time.monotonic() + self.config.wait_timeout_seconds
+        while distinct:
+            ready, pending = self.ray.wait(distinct, num_returns=enough, timeout=POLL_SECONDS)
+            if len(ready) >= enough:
+                return distinct
+            waiting_for = lambda: ", ".join(self._calls.get(r.hex(), "a role") for r in pending)  # noqa: E731
+            _check_interrupt(self.interrupt, waiting_for)
+            if time.monotonic() >= deadline:
+                raise MooziError(
+                    f"waited {self.config.wait_timeout_seconds:g} s for {waiting_for()} on the Ray cluster without an "
+                    "answer (a node may be overloaded or unreachable; `ray status` shows the cluster); raise "
+                    "backend.wait_timeout_seconds if such calls are this slow; the last checkpoint is intact, continue with --resume")
+        return distinct
 
     def put(self, value):
         if not self.ray.is_initialized():

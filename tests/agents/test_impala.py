@@ -37,6 +37,40 @@ def test_bad_settings_name_the_key():
         IMPALAConfig(torso="transformer")
 
 
+def test_the_loss_is_summed_over_the_rollout():
+    """The paper's losses are sums over the T x B transitions (its RMSProp epsilon and gradient clip
+    are sized for them; averaged, Breakout stalled at a return of 5): a rollout joined with a copy of
+    itself on the env axis doubles the gradient, and the logged losses, per transition, stay."""
+    import jax
+    import optax
+
+    from moozi.agents.actor_critic.networks import make_policy_network
+    from moozi.agents.actor_critic.rollout import Rollout
+    from moozi.agents.impala.learning import loss_fn
+
+    config = IMPALAConfig(mlp_hidden_sizes=(8,))
+    T, B, A = 5, 3, 2
+    network = make_policy_network("mlp", (8,), (4,), A)
+    params = network.init(jax.random.PRNGKey(0), np.zeros((1, 4), np.float32))
+    rng = np.random.default_rng(0)
+    rollout = Rollout(
+        obs=rng.normal(size=(T, B, 4)).astype(np.float32), legal_actions=np.ones((T, B, A), bool),
+        reward=rng.integers(0, 2, (T, B)).astype(np.float32), is_last=np.eye(T, B, -2, dtype=bool),
+        action=rng.integers(0, A, (T, B)), log_prob=np.full((T, B), np.log(0.5), np.float32),
+        value=np.zeros((T, B), np.float32), next_obs=rng.normal(size=(B, 4)).astype(np.float32),
+        next_legal_actions=np.ones((B, A), bool), next_reward=np.ones(B, np.float32),
+        next_is_last=np.zeros(B, bool), next_value=np.zeros(B, np.float32))
+    doubled = Rollout(*(np.concatenate([x, x], axis=0 if name.startswith("next_") else 1)
+                        for name, x in rollout._asdict().items()))
+    grad = jax.grad(loss_fn, has_aux=True)
+    (g1, m1), (g2, m2) = grad(params, network, rollout, config), grad(params, network, doubled, config)
+    for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2)):
+        np.testing.assert_allclose(b, 2 * a, rtol=1e-4, atol=1e-6)
+    assert float(optax.global_norm(g1)) > 0
+    for key in ("policy_loss", "value_loss", "policy_entropy"):
+        np.testing.assert_allclose(m2[key], m1[key], rtol=1e-5)
+
+
 @pytest.mark.parametrize("policy_lag", [0, 1])
 def test_policy_lag_is_what_vtrace_sees(policy_lag):
     """Acting one update behind (Cleanba's synchronous schedule) makes pi/mu differ from 1; acting

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from moozi.agents.actor_critic.networks import example_obs, make_policy_network
@@ -75,6 +76,24 @@ def test_loss_at_the_acting_parameters_by_hand():
     np.testing.assert_allclose(total, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("shared_torso", [False, True])
+def test_a_critic_of_its_own_leaves_the_policy_features_alone(shared_torso):
+    network = make_policy_network("mlp", (8, 8), (2, 2, 1), 3, shared_torso=shared_torso)
+    params = network.init(jax.random.PRNGKey(0), example_obs((2, 2, 1)))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (5, 2, 2, 1))
+    legal = jnp.ones((5, 3), bool)
+    value_grads = jax.grad(lambda p: network.apply(p, obs, legal)[1].sum())(params)["params"]
+    policy_grads = jax.grad(lambda p: network.apply(p, obs, legal)[0][:, 1].sum())(params)["params"]
+    torso_norm = optax.global_norm(value_grads["torso"])
+    if shared_torso:
+        assert "critic_torso" not in params["params"] and torso_norm > 0
+    else:
+        # The value loss cannot move the policy's torso, nor the policy loss the critic's.
+        assert torso_norm == 0.0
+        assert optax.global_norm(policy_grads["critic_torso"]) == 0.0
+        assert optax.global_norm(value_grads["critic_torso"]) > 0
+
+
 def test_bad_settings_name_the_key():
     with pytest.raises(MooziError, match="ppo.torso"):
         PPOConfig(torso="lstm")
@@ -92,8 +111,9 @@ def test_ppo_learns_cartpole():
     from moozi.envs import gymnax
 
     env = gymnax.make("gymnax:CartPole-v1")
-    # cleanrl's CartPole settings (learning rate 2.5e-3, clip 0.2, 64-unit layers).
-    config = PPOConfig(learning_rate=2.5e-3, anneal_env_steps=200_000, clip_epsilon=0.2, mlp_hidden_sizes=(64, 64))
+    # cleanrl's CartPole settings (learning rate 2.5e-3 annealed, clip 0.2, 4 minibatches, 64-unit layers).
+    config = PPOConfig(learning_rate=2.5e-3, anneal_learning_rate=True, anneal_env_steps=200_000, clip_epsilon=0.2,
+                       num_minibatches=4, mlp_hidden_sizes=(64, 64))
     trainer = make_anakin_trainer(env, config, num_envs=8, rollout_steps=128, seed=0)
     first = trainer.iteration()
     for _ in range(59):

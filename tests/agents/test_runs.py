@@ -2,6 +2,7 @@
 exact resume, `load_agent` and `moozi eval`, as MuZero runs have them."""
 
 import json
+import pathlib
 
 import jax
 import numpy as np
@@ -77,6 +78,56 @@ def test_actor_critics_refuse_what_they_cannot_run(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before the run dir is made
     with pytest.raises(MooziError, match="ppo.policy_lag"):
         build_config("cartpole", overrides={"agent": "ppo", "ppo.policy_lag": 2})
+    with pytest.raises(MooziError, match="unknown config key 'ppo.asynchronous'"):  # IMPALA's mode only
+        build_config("cartpole", overrides={"agent": "ppo", "ppo.asynchronous": True})
+    with pytest.raises(MooziError, match="impala.asynchronous=true needs a host game: gymnax:CartPole-v1 runs the Anakin"):
+        ActorCriticDriver(build_config("gymnax:CartPole-v1", overrides={"agent": "impala", "impala.asynchronous": True}),
+                          tmp_path / "d", progress=False)
+    assert not (tmp_path / "d").exists()
+
+
+ASYNCHRONOUS = {"agent": "impala", "impala.asynchronous": True, "train.num_training_workers": 2,
+                "train.log_every_updates": 1}
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_host_impala_asynchronous_run_logs_its_lag_and_resumes(tmp_path, threads):
+    """impala.asynchronous, two training rollout workers of 2 envs each: every update learns from one
+    worker's rollout (2 x 8 env steps) and logs its policy lag; a checkpoint keeps both rollouts in
+    flight, with their versions, and the resumed run learns from them first."""
+    overrides = {**ASYNCHRONOUS, "backend.inline_threads": threads}
+    first = _run("cartpole", tmp_path / "run", 96, **overrides)
+    summary = _run("cartpole", tmp_path / "run", 192, resume=True, **overrides)
+    assert first["updates"] == 6 and summary["updates"] == 12 and summary["env_steps"] == 192
+    rows = [r for r in read_metrics(tmp_path / "run") if r.get("role") != "test"]
+    assert [r["env_steps"] for r in rows] == [16.0 * k for k in range(1, 13)]
+    lags = [r["policy_lag"] for r in rows]
+    assert lags[0] == 0 and all(lag >= 0 and lag == int(lag) for lag in lags)  # all launched on version 0
+    arrays = np.load(pathlib.Path(first["checkpoint"]) / "arrays.npz")
+    assert sorted(int(arrays[f"queue{j}/worker"]) for j in range(2)) == [0, 1] and "queue2/worker" not in arrays
+    assert arrays["queue0/action"].shape == (8, 2)  # [T, one worker's envs]
+    if threads:
+        # The version-0 rollout not learned from first is learned from later, by the checkpoint's queue if
+        # not before.
+        assert max(lags) >= 1
+    else:
+        # Every call finishes at once, so the workers take turns: after the first, each update learns
+        # from the rollout launched before the previous update.
+        assert lags == [0.0] + [1.0] * 11
+        assert [int(arrays[f"queue{j}/version"]) for j in range(2)] == [5, 6]
+
+
+@pytest.mark.slow
+def test_host_impala_asynchronous_resumes_on_ray(tmp_path):
+    """Six updates inline (unthreaded: its queue is known), then six as Ray actors: the resumed run
+    learns from the checkpoint's two rollouts first (put in the object store), then from the actors'."""
+    pytest.importorskip("ray")
+    _run("cartpole", tmp_path / "run", 96, **ASYNCHRONOUS, **{"backend.inline_threads": False})
+    summary = _run("cartpole", tmp_path / "run", 192, resume=True, **ASYNCHRONOUS, **{"backend.kind": "ray"})
+    assert summary["updates"] == 12 and summary["env_steps"] == 192
+    lags = [r["policy_lag"] for r in read_metrics(tmp_path / "run") if r.get("role") != "test"]
+    assert lags[:8] == [0.0] + [1.0] * 7  # the checkpoint's queue: versions 5 and 6, learned at 6 and 7
+    assert len(lags) == 12 and all(lag >= 0 and lag == int(lag) for lag in lags[8:])
 
 
 @pytest.mark.slow

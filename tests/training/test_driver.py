@@ -16,7 +16,7 @@ from moozi.core.replay import replay_bytes
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint
 from moozi.errors import MooziError
 from moozi.runs.metrics_log import read_metrics
-from moozi.training.backends import InlineBackend
+from moozi.training.backends import InlineBackend, WaitInterrupted
 from moozi.training.driver import Driver, next_best, strength_score
 
 
@@ -118,6 +118,10 @@ class _Role:
     def fail(self):
         raise ValueError("boom")
 
+    def wait_for(self, event):
+        assert event.wait(30)
+        return "slow"
+
 
 def test_threaded_inline_calls_run_in_order_on_the_roles_thread_and_errors_surface_at_get():
     backend = InlineBackend(threaded=True)
@@ -137,6 +141,30 @@ def test_threaded_inline_calls_run_in_order_on_the_roles_thread_and_errors_surfa
     unthreaded = InlineBackend(threaded=False).start("c", _Role)
     assert unthreaded.obj.calls == [] and InlineBackend(threaded=False).get(unthreaded.call("record", 3)) == 3
     assert unthreaded.obj.calls == [(3, threading.current_thread().name)]
+
+
+def test_get_first_takes_the_first_call_to_finish_and_gives_up_on_a_stop_request():
+    backend = InlineBackend(threaded=True)
+    slow_role, fast_role = backend.start("slow", _Role), backend.start("fast", _Role)
+    release = threading.Event()
+    slow, fast = slow_role.call("wait_for", release), fast_role.call("record", 7)
+    assert backend.get_first([slow, fast]) == (1, 7)
+    backend.interrupt = lambda: "a signal"
+    with pytest.raises(WaitInterrupted, match=r"stopped \(a signal\) while waiting for slow.wait_for"):
+        backend.get_first([slow])
+    backend.interrupt = None
+    release.set()
+    assert backend.get(slow) == "slow"
+    assert backend.get_first([slow, fast]) == (0, "slow")  # both finished: the lower index
+    hold = threading.Event()
+    with pytest.raises(ValueError, match="boom"):  # the first to finish failed: `get`'s error
+        backend.get_first([slow_role.call("wait_for", hold), fast_role.call("fail")])
+    hold.set()
+    for handle in (slow_role, fast_role):
+        handle.drain()
+    unthreaded = InlineBackend(threaded=False)
+    role = unthreaded.start("c", _Role)
+    assert unthreaded.get_first([role.call("record", 1), role.call("record", 2)]) == (0, 1)
 
 
 def test_existing_run_needs_resume_and_resume_needs_arun_driver(tmp_path):

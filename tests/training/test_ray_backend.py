@@ -307,7 +307,10 @@ def test_a_run_stops_within_seconds_while_a_worker_hangs(tmp_path, stop):
     else:
         assert summary["stop_reason"] == "max_minutes"
         assert returned - started < 0.75 * 60 + 2 + 3
-    assert summary["interrupted_while_waiting_for"].startswith("training_rollout_worker_0.")
+    # The frozen worker is among the calls the stop found pending; on a loaded machine the learner's
+    # update may still be pending too, and named first (seen on one busy core, also before issue 15's work).
+    waiting_for = summary["interrupted_while_waiting_for"].split(", ")
+    assert any(call.startswith("training_rollout_worker_0.") for call in waiting_for), waiting_for
     path = latest_checkpoint(run_dir)
     assert summary["checkpoint"] == str(path)
     meta = load_checkpoint(path, train_state_template=ParameterOptimizer(driver.config).get_state())[2]

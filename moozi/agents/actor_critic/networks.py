@@ -37,26 +37,39 @@ def _dense(features: int, gain: float) -> nn.Dense:
     return nn.Dense(features, kernel_init=nn.initializers.orthogonal(gain), bias_init=nn.initializers.zeros)
 
 
-class ActorCritic(nn.Module):
-    num_actions: int
-    torso: str  # "mlp" or "nature_cnn"
+class Torso(nn.Module):
+    kind: str  # "mlp" or "nature_cnn"
     mlp_hidden_sizes: tuple[int, ...] = (256, 256)
 
     @nn.compact
-    def __call__(self, obs):  # [B, H, W, C] -> logits [B, A], value [B]
+    def __call__(self, obs):  # [B, H, W, C] -> features [B, F]
         gain = float(np.sqrt(2.0))
-        if self.torso == "nature_cnn":  # Mnih et al. 2015
+        if self.kind == "nature_cnn":  # Mnih et al. 2015
             x = obs
             for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
                 x = nn.relu(nn.Conv(features, (kernel, kernel), (stride, stride), padding="VALID",
                                     kernel_init=nn.initializers.orthogonal(gain))(x))
-            x = nn.relu(_dense(512, gain)(x.reshape(x.shape[0], -1)))
-        else:
-            x = obs.reshape(obs.shape[0], -1)
-            for size in self.mlp_hidden_sizes:
-                x = nn.relu(_dense(size, gain)(x))
+            return nn.relu(_dense(512, gain)(x.reshape(x.shape[0], -1)))
+        x = obs.reshape(obs.shape[0], -1)
+        for size in self.mlp_hidden_sizes:
+            x = nn.relu(_dense(size, gain)(x))
+        return x
+
+
+class ActorCritic(nn.Module):
+    num_actions: int
+    torso: str  # "mlp" or "nature_cnn"
+    mlp_hidden_sizes: tuple[int, ...] = (256, 256)
+    # False: the critic has a torso of its own, so the value loss (on unnormalised returns) cannot
+    # reshape the policy's features; gymnax-blines' and PureJaxRL's MinAtar agents are built so.
+    shared_torso: bool = True
+
+    @nn.compact
+    def __call__(self, obs):  # [B, H, W, C] -> logits [B, A], value [B]
+        x = Torso(self.torso, self.mlp_hidden_sizes, name="torso")(obs)
         logits = _dense(self.num_actions, 0.01)(x)
-        value = _dense(1, 1.0)(x)[:, 0]
+        critic_x = x if self.shared_torso else Torso(self.torso, self.mlp_hidden_sizes, name="critic_torso")(obs)
+        value = _dense(1, 1.0)(critic_x)[:, 0]
         return logits, value
 
 
@@ -65,8 +78,9 @@ class PolicyNetwork(NamedTuple):
     apply: Callable  # (params, obs [B, H, W, C], legal [B, A]) -> (masked logits [B, A], value [B])
 
 
-def make_policy_network(torso: str, mlp_hidden_sizes, obs_shape: tuple[int, ...], num_actions: int) -> PolicyNetwork:
-    module = ActorCritic(num_actions, torso_kind(torso, obs_shape), tuple(mlp_hidden_sizes))
+def make_policy_network(torso: str, mlp_hidden_sizes, obs_shape: tuple[int, ...], num_actions: int,
+                        shared_torso: bool = True) -> PolicyNetwork:
+    module = ActorCritic(num_actions, torso_kind(torso, obs_shape), tuple(mlp_hidden_sizes), shared_torso)
 
     def apply(params, obs, legal_actions):
         logits, value = module.apply(params, obs.astype(jnp.float32))

@@ -57,13 +57,18 @@ def loss_fn(params, network: PolicyNetwork, rollout: Rollout, config: IMPALAConf
     policy_loss = pg_loss.mean() * rescale
     value_loss = 0.5 * (errors**2 * mask).sum() / count
     entropy_loss = rlax.entropy_loss(logits.reshape(T * B, -1), mask.reshape(-1)) * rescale
-    total = policy_loss + config.value_coef * value_loss + config.entropy_coef * entropy_loss
+    mean_total = policy_loss + config.value_coef * value_loss + config.entropy_coef * entropy_loss
+    # The paper's losses are sums over the rollout's T x B transitions, not means (TorchBeast sums
+    # them too), and its RMSProp epsilon (0.01) and gradient clip (40) are sized for gradients that
+    # large: with means, the gradients are T x B times smaller, epsilon swamps RMSProp's denominator
+    # and the step shrinks by about as much.
+    total = mean_total * count
     metrics = {
         "policy_loss": policy_loss,
         "value_loss": value_loss,
         "policy_entropy": -entropy_loss,
         "importance_weight_mean": (rhos * mask).sum() / count,
-        "total_loss": total,
+        "total_loss": mean_total,  # per transition
     }
     return total, metrics
 
@@ -97,7 +102,8 @@ def make_learner(config: IMPALAConfig, obs_shape: tuple[int, ...], num_actions: 
     """IMPALA's network, optimizer and update for B x T rollouts (B, T and the lag from `config` unless given)."""
     num_envs = config.num_envs if num_envs is None else num_envs
     rollout_steps = config.rollout_steps if rollout_steps is None else rollout_steps
-    network = make_policy_network(config.torso, config.mlp_hidden_sizes, obs_shape, num_actions)
+    network = make_policy_network(config.torso, config.mlp_hidden_sizes, obs_shape, num_actions,
+                                  config.shared_torso)
     optimizer = make_optimizer(config, num_envs * rollout_steps)
     return Learner(network, optimizer, make_update(network, optimizer, config), num_envs, rollout_steps,
                    updates_per_rollout=1, policy_lag=config.policy_lag if policy_lag is None else policy_lag)
