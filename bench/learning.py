@@ -135,6 +135,12 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
 MINATAR_GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 
 
+def minatar_run_name(game: str, seed: int, agent: str = "muzero") -> str:
+    """The run directory's name under --work-dir of a MinAtar run through the driver (bench/plot_learning.py
+    reads its metrics.jsonl): `agent` is muzero or a report key's agent, such as ppo-host."""
+    return f"{game}-{seed}" if agent == "muzero" else f"{game}-{agent.removesuffix('-host')}-host-{seed}"
+
+
 def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int,
             agent: str = "muzero") -> dict:
     """Trains a MinAtar preset through `moozi train`'s driver (the host path: MinAtar's own envs); at
@@ -144,7 +150,7 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     from moozi.agent import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
-    run_dir = work / (f"{game}-{seed}" if agent == "muzero" else f"{game}-{agent}-host-{seed}")
+    run_dir = work / minatar_run_name(game, seed, agent)
     extra = None
     if agent != "muzero":
         extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}

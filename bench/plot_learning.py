@@ -16,6 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from bench.learning import minatar_run_name  # noqa: E402
 
 GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 # "-host": the run went through `moozi train`'s driver on MinAtar's own envs, not the gymnax twin's Anakin loop.
@@ -47,8 +51,7 @@ def runs_of(report: dict) -> list[tuple[str, str, dict, list]]:
         for run in runs:
             agent = agent or "muzero"
             if agent == "muzero" or agent.endswith("-host"):
-                name = f"{game}-{run['seed']}" if agent == "muzero" else f"{game}-{agent}-{run['seed']}"
-                metrics = pathlib.Path(report["work_dir"]) / name / "metrics.jsonl"
+                metrics = pathlib.Path(report["work_dir"]) / minatar_run_name(game, run["seed"], agent) / "metrics.jsonl"
                 curve = muzero_curve(metrics) if metrics.exists() else []
             else:
                 curve = [tuple(p) for p in run.get("curve", [])]
