@@ -61,6 +61,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", default=None, metavar="WHICH",
                     help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
                     "checkpoint directory (default: best if the run kept one, else latest)" " (not with --ladder)")
+    ev.add_argument("--sample", action="store_true",
+                    help="MuZero / AlphaZero: act as the training workers do (the search with its root noise, the "
+                    "action drawn as in training) instead of greedily; PPO and IMPALA always sample (not with --ladder)")
     ev.add_argument("--opening-moves", type=int, default=0, metavar="N",
                     help="start each pair of games (one per seat) N uniformly random plies in: "
                     "greedy players otherwise repeat the same two games (not with --ladder)")
@@ -154,6 +157,8 @@ def _cmd_eval(args) -> int:
     if args.ladder:
         if args.opening_moves:
             raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
+        if args.sample:
+            raise MooziError("--sample is not a ladder option: the ladder's players are greedy")
         if args.checkpoint is not None:
             raise MooziError("--checkpoint is not a ladder option: the ladder plays the run's checkpoints (--checkpoints K)")
         if args.episodes is not None or args.max_steps is not None:
@@ -171,8 +176,8 @@ def _cmd_eval(args) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise MooziError(f"--max-steps must be a positive integer, got {args.max_steps}")
     opponent = "random" if args.opponent is None else args.opponent
-    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
-    print(f"checkpoint {agent.checkpoint}")
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, sample=args.sample)
+    print(f"checkpoint {agent.checkpoint}, {'sampled' if agent.sample else 'greedy'} play")
     if agent.spec.is_two_player:
         one_player_only = [name for name, value in (("--episodes", args.episodes), ("--max-steps", args.max_steps))
                            if value is not None]
@@ -201,7 +206,8 @@ def _cmd_positions(args) -> int:
                                       ("--episodes", args.episodes), ("--max-steps", args.max_steps),
                                       ("--checkpoints", args.checkpoints), ("--anchors", args.anchors),
                                       ("--bootstrap", args.bootstrap)) if value is not None]
-    given += [name for name, value in (("--ladder", args.ladder), ("--opening-moves", args.opening_moves)) if value]
+    given += [name for name, value in (("--ladder", args.ladder), ("--opening-moves", args.opening_moves),
+                                       ("--sample", args.sample)) if value]
     if given:
         raise MooziError(f"{given[0]} is not a --positions option: --positions searches labelled positions, it plays no games")
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint)

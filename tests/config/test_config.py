@@ -101,3 +101,16 @@ def test_atari_games_get_the_atari_preset_and_own_presets_win():
     assert not build_config("openspiel:catch").network.downsample  # libraries without a preset: none
     overridden = build_config("atari:Pong", overrides={"replay.capacity": "50000"})
     assert overridden.replay.capacity == 50_000  # --set still wins over the preset
+
+
+def test_minatar_games_share_one_preset_and_seaquest_adds_only_epsilon_greedy():
+    # Issue 14: one MinAtar preset, per-game overrides only where measured (moozi/config/presets.py).
+    shared = dict(PRESET_OVERRIDES["breakout"])
+    for game in ("asterix", "freeway", "space_invaders"):
+        assert PRESET_OVERRIDES[game] == shared
+    seaquest = PRESET_OVERRIDES["seaquest"]
+    assert {k: v for k, v in seaquest.items() if k not in shared} == {
+        "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000}
+    assert all(seaquest[k] == v for k, v in shared.items())
+    config = build_config("seaquest")
+    assert config.train.epsilon_start == 1.0 and build_config("asterix").train.epsilon_start == 0.0

@@ -204,6 +204,7 @@ def _moozi(*args, timeout=120, cwd=None):
         (["eval", "/nonexistent/run"], "not a moozi run directory"),
         (["eval", "/nonexistent/run", "--opening-moves", "-1"], "--opening-moves must be a non-negative integer"),
         (["eval", "/nonexistent/run", "--ladder", "--opening-moves", "2"], "not a ladder option"),
+        (["eval", "/nonexistent/run", "--ladder", "--sample"], "--sample is not a ladder option"),
         (["report", "/nonexistent/run"], "no run directory"),
         (["train"], "the following arguments are required"),
     ],
