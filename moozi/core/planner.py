@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -65,6 +66,13 @@ class PlannerConfig:
     discount: float = 0.997
     """gamma per env step, e.g. 0.997 for Atari-like games and 1.0 for board games. The sign for
     two-player games is not part of it: `search_discount` multiplies it by `EnvSpec.discount_sign`."""
+    min_value_range: float = 1e-8
+    """Gumbel MuZero only, in value units: the smallest spread of a node's completed Q-values that
+    the min-max rescaling to [0, 1] divides by (mctx's `epsilon`). With mctx's default (1e-8) any
+    difference, however small next to the game's rewards, is stretched to the whole [0, 1] range
+    and becomes a ~5-logit bonus in the policy target and the acted action, so noise in the learned
+    values sharpens the prior step after step. A floor of about one reward unit keeps differences
+    much smaller than it proportionally small (docs/training.md, "Policy collapse")."""
 
     def __post_init__(self):
         # Config files give the enum by its value ("gumbel_muzero"); accept that and keep the enum.
@@ -89,6 +97,8 @@ class PlannerConfig:
             raise MooziError(f"planner.gumbel_scale must be >= 0, got {self.gumbel_scale}")
         if not 0.0 <= self.discount <= 1.0:
             raise MooziError(f"planner.discount must be in [0, 1], got {self.discount}")
+        if not self.min_value_range > 0.0:
+            raise MooziError(f"planner.min_value_range must be > 0, got {self.min_value_range}")
 
 
 def search_discount(config: PlannerConfig, spec: EnvSpec) -> float:
@@ -295,6 +305,7 @@ def run_search(
             invalid_actions=invalid,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=float(config.gumbel_scale),
+            qtransform=functools.partial(mctx.qtransform_completed_by_mix_value, epsilon=float(config.min_value_range)),
         )
     raise MooziError(f"unknown search policy {config.search_policy!r}")
 

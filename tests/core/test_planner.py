@@ -107,6 +107,40 @@ class PlannerBanditTest(chex.TestCase):
         assert counts[3] == counts.max() and counts[3] < counts.sum()  # mostly the best arm, but sampled
 
 
+@pytest.mark.parametrize("min_value_range", [1e-8, 1.0])
+def test_gumbel_policy_target_stretches_q_differences_only_up_to_the_floor(min_value_range):
+    # Arms that differ by a few hundredths of a reward: mctx's min-max rescaling divides by the
+    # spread (0.02) or by the floor, whichever is larger, then adds (50 + max N) * 0.1 * q to the
+    # prior's logits. Q(root, a) = r_a exactly (the sink's value is 0), and the root's raw value 0
+    # and every completed Q lie in [0, 0.02], so the expected p* follows by hand.
+    rewards = [0.0, 0.0, 0.01, 0.02, 0.005]
+    config = dataclasses.replace(GUMBEL_GREEDY, min_value_range=min_value_range)
+    tree_out, out = plan_with(config, bandit_variables(rewards), 3, legal_without_dummy())
+    visits = np.asarray(tree_out.search_tree.summary().visit_counts)
+    assert np.all(visits[:, 1:] > 0)  # every legal arm visited: no completed Q needed
+    q = np.asarray(rewards[1:])
+    scale = (50 + visits.max(-1, keepdims=True)) * 0.1 / max(q.max() - q.min(), min_value_range)
+    logits = scale * (q - q.min())
+    expected = np.exp(logits - logits.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(out.action_probs)[:, 1:], expected, rtol=1e-4, atol=1e-6)
+    if min_value_range == 1.0:
+        # Noise-level differences leave the target near the (uniform) prior ...
+        assert np.asarray(out.action_probs)[:, 1:].max() < 0.3
+    else:
+        # ... where the default floor turns them into a near-certain choice.
+        assert np.asarray(out.action_probs)[:, 3].min() > 0.9
+
+
+def test_a_floor_below_the_spread_changes_nothing():
+    # BANDIT_REWARDS spread 1.8 > 1.0: the rescaling divides by the spread either way.
+    default = plan_with(GUMBEL_GREEDY, bandit_variables(BANDIT_REWARDS), 4, legal_without_dummy())[1]
+    floored = plan_with(dataclasses.replace(GUMBEL_GREEDY, min_value_range=1.0), bandit_variables(BANDIT_REWARDS), 4,
+                        legal_without_dummy())[1]
+    np.testing.assert_allclose(floored.action_probs, default.action_probs, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(floored.action, default.action)
+
+
 class MaskingTest(chex.TestCase):
     def test_never_picks_masked_action(self):
         for config in (EXPLORING, GUMBEL_EXPLORING):
@@ -250,6 +284,7 @@ class UtilitiesTest(chex.TestCase):
         ("max_num_considered_actions", 0),
         ("gumbel_scale", -1.0),
         ("discount", 1.5),
+        ("min_value_range", 0.0),
     ],
 )
 def test_config_rejects_bad_values(field, value):
