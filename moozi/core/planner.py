@@ -71,8 +71,10 @@ class PlannerConfig:
     the min-max rescaling to [0, 1] divides by (mctx's `epsilon`). With mctx's default (1e-8) any
     difference, however small next to the game's rewards, is stretched to the whole [0, 1] range
     and becomes a ~5-logit bonus in the policy target and the acted action, so noise in the learned
-    values sharpens the prior step after step. A floor of about one reward unit keeps differences
-    much smaller than it proportionally small (docs/training.md, "Policy collapse")."""
+    values sharpens the prior step after step. A floor keeps differences smaller than it
+    proportionally small. No preset sets it: a floor of one reward unit made MinAtar Freeway stop
+    learning to cross and did not slow the collapse on Asterix (docs/training.md, "What limits
+    Asterix, Seaquest and Freeway")."""
 
     def __post_init__(self):
         # Config files give the enum by its value ("gumbel_muzero"); accept that and keep the enum.
