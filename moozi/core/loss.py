@@ -5,6 +5,7 @@ Per training target (one example of the batch):
     value       = c_v [CE(Φ(G_t), v⁰) + 1/K Σ_{k=1..K} CE(Φ(G_{t+k}), v^k)]
     reward      = Σ_{k=1..K} CE(Φ(r_{t+k}), r̂^k)
     consistency = c_s (1 - cos(ϱ(x¹_t), sg(x⁰_{t+1})))                  masked by consistency_mask
+    entropy     = -c_H H(p⁰ over the actions p*_t supports)                masked by policy_mask[:, 0]
 and the batch loss is mean_b(ρ_b · per-example loss) + c_L2 ||θ||².
 
 Choices where the thesis is silent or loose (MuZero practice):
@@ -18,6 +19,12 @@ Choices where the thesis is silent or loose (MuZero practice):
   * The gradient is halved at the entrance of every dynamics call (MuZero's
     training pseudocode), so the gradient a hidden state receives from the
     rest of the unroll does not compound with K.
+  * The entropy bonus (c_H, default 0, which leaves the thesis's loss) is not the thesis's: it
+    counters the collapse of the prior that Gumbel MuZero's policy target drives (the target is
+    softmax(logits + σ(q̂)), and min-max rescaling stretches any Q gap to the full range, so the
+    logits drift apart update after update). Its entropy is over the actions p*_t gives weight:
+    with Gumbel MuZero exactly the legal ones, so the dummy action and illegal moves neither
+    dilute it nor receive probability from it; with PUCT the visited ones.
   * x⁰_{t+1} = h(next_stacked_obs) is computed in training mode (batch
     moments, as x¹ is) but its batch-norm moment update is discarded, so
     h's running moments are updated once per step, from stacked_obs.
@@ -51,6 +58,7 @@ class LossConfig:
     reward_coef: float = 1.0  # weight of the reward term (the thesis has none, i.e. 1)
     policy_coef: float = 1.0  # weight of the policy term (the thesis has none, i.e. 1)
     dynamics_gradient_scale: float = 0.5  # gradient factor at the entrance of each dynamics call (MuZero: 0.5)
+    entropy_coef: float = 0.0  # c_H, weight of the root prior's entropy bonus (module docstring); 0 = none
     # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
     # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
     bootstrap_from: str = "search"
@@ -67,6 +75,8 @@ class LossConfig:
         for name in ("search_value_weight_start", "search_value_weight_end"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise MooziError(f"loss.{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.entropy_coef < 0:
+            raise MooziError(f"loss.entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.search_value_weight_updates < 1:
             raise MooziError(f"loss.search_value_weight_updates must be >= 1, got {self.search_value_weight_updates}")
 
@@ -174,6 +184,19 @@ def value_term(targets, outputs, support, num_unroll: int):
     return _root_plus_unrolled_mean(value_ce, num_unroll), value_ce
 
 
+def supported_entropy(logits, target_probs):
+    """[..., A] logits, [..., A] p* -> [...]: entropy of softmax(logits) renormalised over the actions p* > 0."""
+    supported = target_probs > 0
+    # Finite, so a row with no supported action (past an episode's end) stays finite, gradient included.
+    log_p = jax.nn.log_softmax(jnp.where(supported, logits, -1e9), axis=-1)
+    return -jnp.sum(jnp.where(supported, jnp.exp(log_p) * log_p, 0.0), axis=-1)
+
+
+def entropy_term(batch: TrainingTarget, outputs):
+    """[B]: minus the root prior's entropy over the actions p*_t supports, masked (a bonus once weighted)."""
+    return -supported_entropy(outputs[0].policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0]
+
+
 def reward_term(batch: TrainingTarget, outputs, support):
     """([B] reward term, [B, K] cross-entropies against the two-hot rewards of the unrolled steps)."""
     reward_logits = jnp.stack([o.reward_logits for o in outputs[1:]], axis=1)  # [B, K, Z]
@@ -256,6 +279,8 @@ def loss_fn(
         "reward_loss": config.reward_coef * reward,
         "consistency_loss": config.consistency_coef * consistency,
     }
+    if config.entropy_coef > 0:
+        terms["entropy_loss"] = config.entropy_coef * entropy_term(batch, outputs)
     weight = batch.importance_weight  # [B]
     per_example_loss = weight * sum(terms.values())  # [B]
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
@@ -273,6 +298,9 @@ def loss_fn(
         search_value_weight=alpha,
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
+        # The same over the actions p*_t supports (with Gumbel MuZero the legal ones): the collapse diagnostic.
+        policy_entropy_supported=jnp.sum(supported_entropy(root.policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0])
+        / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
         priority_mean=jnp.mean(priorities),
         importance_weight_mean=jnp.mean(weight),
     )

@@ -255,3 +255,51 @@ def test_value_target_mixes_search_value_by_schedule(update, alpha):
 def test_search_value_weight_is_validated():
     with pytest.raises(MooziError, match="search_value_weight_end"):
         LossConfig(search_value_weight_end=1.5)
+
+
+def test_supported_entropy_by_hand():
+    """Entropy over the actions p* supports: the others neither count nor take probability."""
+    from moozi.core.loss import supported_entropy
+
+    logits = jnp.asarray([[0.0, 0.0, 50.0, 0.0], [0.0, jnp.log(3.0), 7.0, 0.0], [1.0, 2.0, 3.0, 4.0]])
+    target = jnp.asarray([[0.5, 0.5, 0.0, 0.0], [0.2, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    # Row 0: uniform over two -> ln 2. Row 1: (1/4, 3/4) -> -(1/4 ln 1/4 + 3/4 ln 3/4). Row 2: nothing supported -> 0.
+    expected = [np.log(2.0), -(0.25 * np.log(0.25) + 0.75 * np.log(0.75)), 0.0]
+    np.testing.assert_allclose(supported_entropy(logits, target), expected, rtol=1e-6, atol=1e-7)
+    grad = jax.grad(lambda x: jnp.sum(supported_entropy(x, target)))(logits)
+    assert np.isfinite(np.asarray(grad)).all()
+    np.testing.assert_array_equal(grad[:, 2:][:2], 0.0)  # unsupported actions get no gradient
+
+
+def test_entropy_bonus_term_and_gradient():
+    network, variables, batch = _setup(num_unroll=2)
+    plain = LossConfig()
+    bonus = dataclasses.replace(plain, entropy_coef=0.5)
+    _, aux = _loss(network, variables, batch, plain)
+    _, aux_b = _loss(network, variables, batch, bonus)
+    assert "entropy_loss" not in aux.terms  # c_H = 0 leaves the thesis's loss as it was
+    root, _ = jax.jit(network.initial_inference_train)(variables, batch.stacked_obs)
+    # make_batch's p* is positive everywhere, so the supported entropy is the prior's full entropy.
+    log_p = jax.nn.log_softmax(root.policy_logits)
+    entropy = -jnp.sum(jnp.exp(log_p) * log_p, -1)
+    np.testing.assert_allclose(aux_b.terms["entropy_loss"], -0.5 * entropy, rtol=1e-5)
+    np.testing.assert_allclose(aux_b.per_example_loss - aux.per_example_loss, -0.5 * entropy, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(aux.metrics["policy_entropy_supported"], jnp.mean(entropy), rtol=1e-5)
+    # A step past the episode's end (policy_mask 0) has no bonus.
+    ended = batch._replace(policy_mask=batch.policy_mask.at[1, 0].set(0.0))
+    _, aux_e = _loss(network, variables, ended, bonus)
+    assert float(aux_e.terms["entropy_loss"][1]) == 0.0
+    # The bonus's gradient raises the prior's entropy: one small step along it increases H.
+    def bonus_only(params):
+        loss, aux_ = _jitted_loss_fn(params, variables["batch_stats"], None, batch, network=network, config=bonus)
+        return jnp.mean(aux_.terms["entropy_loss"])
+    grads = jax.grad(bonus_only)(variables["params"])
+    stepped = jax.tree.map(lambda p, g: p - 1e-2 * g, variables["params"], grads)
+    after, _ = jax.jit(network.initial_inference_train)({**variables, "params": stepped}, batch.stacked_obs)
+    log_q = jax.nn.log_softmax(after.policy_logits)
+    assert float(jnp.mean(-jnp.sum(jnp.exp(log_q) * log_q, -1))) > float(jnp.mean(entropy))
+
+
+def test_entropy_coef_is_validated():
+    with pytest.raises(MooziError, match="entropy_coef"):
+        LossConfig(entropy_coef=-0.1)
