@@ -192,11 +192,6 @@ def supported_entropy(logits, target_probs):
     return -jnp.sum(jnp.where(supported, jnp.exp(log_p) * log_p, 0.0), axis=-1)
 
 
-def entropy_term(batch: TrainingTarget, outputs):
-    """[B]: minus the root prior's entropy over the actions p*_t supports, masked (a bonus once weighted)."""
-    return -supported_entropy(outputs[0].policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0]
-
-
 def reward_term(batch: TrainingTarget, outputs, support):
     """([B] reward term, [B, K] cross-entropies against the two-hot rewards of the unrolled steps)."""
     reward_logits = jnp.stack([o.reward_logits for o in outputs[1:]], axis=1)  # [B, K, Z]
@@ -279,8 +274,10 @@ def loss_fn(
         "reward_loss": config.reward_coef * reward,
         "consistency_loss": config.consistency_coef * consistency,
     }
+    # [B] the root prior's entropy over the actions p*_t supports, masked: the bonus and the collapse diagnostic.
+    root_entropy = supported_entropy(root.policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0]
     if config.entropy_coef > 0:
-        terms["entropy_loss"] = config.entropy_coef * entropy_term(batch, outputs)
+        terms["entropy_loss"] = -config.entropy_coef * root_entropy
     weight = batch.importance_weight  # [B]
     per_example_loss = weight * sum(terms.values())  # [B]
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
@@ -298,9 +295,7 @@ def loss_fn(
         search_value_weight=alpha,
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
-        # The same over the actions p*_t supports (with Gumbel MuZero the legal ones): the collapse diagnostic.
-        policy_entropy_supported=jnp.sum(supported_entropy(root.policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0])
-        / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
+        policy_entropy_supported=jnp.sum(root_entropy) / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
         priority_mean=jnp.mean(priorities),
         importance_weight_mean=jnp.mean(weight),
     )
