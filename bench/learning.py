@@ -142,15 +142,18 @@ def minatar_run_name(game: str, seed: int, agent: str = "muzero") -> str:
 
 
 def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int,
-            agent: str = "muzero") -> dict:
+            agent: str = "muzero", sampled: bool = False) -> dict:
     """Trains a MinAtar preset through `moozi train`'s driver (the host path: MinAtar's own envs); at
     each mark, `episodes` episodes (sticky actions 0.1, each cut after `max_steps` steps) of the newest
     checkpoint by then, played as `load_agent` plays (MuZero: greedy on the visit counts; PPO and
-    IMPALA: sampled from the policy): mean return and its bootstrap interval."""
+    IMPALA: sampled from the policy): mean return and its bootstrap interval. `sampled` adds, for
+    MuZero, as many episodes of the same checkpoint played as in training (root noise kept, the action
+    drawn: `moozi eval --sample`), the play the MinAtar paper's curves show (its training episodes)."""
     from moozi.agent import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     run_dir = work / minatar_run_name(game, seed, agent)
+    agent_name = agent
     extra = None
     if agent != "muzero":
         extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}
@@ -170,6 +173,12 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
                              "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
                              "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
                              "cut_episodes": result.cut_episodes, "max_steps": max_steps})
+        if sampled and agent_name == "muzero":
+            result = evaluate(load_agent(run_dir, checkpoint=path, sample=True), game, "random", episodes,
+                              seed * 1000, max_steps=max_steps, progress=print_episode_progress)
+            out["marks"][-1].update(sampled_mean_return=result.mean_return,
+                                    sampled_bootstrap_ci=result.mean_return_bootstrap_ci,
+                                    sampled_cut_episodes=result.cut_episodes)
     return out
 
 
@@ -230,6 +239,8 @@ def main(argv=None) -> dict:
                         help="minutes at which each MinAtar game is measured")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
+    parser.add_argument("--minatar-sampled", action="store_true",
+                        help="MuZero: also evaluate each mark's checkpoint played as in training (moozi eval --sample)")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
                         "(MinAtar games only, on their gymnax twins, the jitted Anakin loop), ppo-host, "
                         "impala-host (MinAtar's own envs through moozi train's driver)")
@@ -276,7 +287,8 @@ def main(argv=None) -> dict:
             marks = [float(m) for m in args.minatar_minutes.split(",")]
             if "muzero" in agents:
                 report.setdefault(game, []).append(
-                    minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps))
+                    minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps,
+                            sampled=args.minatar_sampled))
             for agent in ("ppo", "impala"):
                 if agent in agents:
                     report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(

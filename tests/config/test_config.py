@@ -103,14 +103,20 @@ def test_atari_games_get_the_atari_preset_and_own_presets_win():
     assert overridden.replay.capacity == 50_000  # --set still wins over the preset
 
 
-def test_minatar_games_share_one_preset_and_seaquest_adds_only_epsilon_greedy():
+def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     # Issue 14: one MinAtar preset, per-game overrides only where measured (moozi/config/presets.py).
     shared = dict(PRESET_OVERRIDES["breakout"])
-    for game in ("asterix", "freeway", "space_invaders"):
+    for game in ("asterix", "space_invaders"):
         assert PRESET_OVERRIDES[game] == shared
+    # Seaquest and Freeway, whose priors collapsed: the value weight 1 and the entropy bonus 0.1.
+    collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
+    assert PRESET_OVERRIDES["freeway"] == {**shared, **collapsing_prior}
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
-        "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000}
+        "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
+        **collapsing_prior}
     assert all(seaquest[k] == v for k, v in shared.items())
     config = build_config("seaquest")
     assert config.train.epsilon_start == 1.0 and build_config("asterix").train.epsilon_start == 0.0
+    assert (config.loss.value_coef, config.loss.entropy_coef) == (1.0, 0.1)
+    assert (build_config("asterix").loss.value_coef, build_config("asterix").loss.entropy_coef) == (0.25, 0.0)
