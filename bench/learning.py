@@ -153,7 +153,6 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     run_dir = work / minatar_run_name(game, seed, agent)
-    agent_name = agent
     extra = None
     if agent != "muzero":
         extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}
@@ -165,15 +164,15 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     for mark in minutes:
         eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
         elapsed, path = eligible[-1]
-        agent = load_agent(run_dir, checkpoint=path)
+        player = load_agent(run_dir, checkpoint=path)
         meta = json.loads((path / "meta.json").read_text())["counters"]
-        result = evaluate(agent, game, "random", episodes, seed * 1000, max_steps=max_steps,
+        result = evaluate(player, game, "random", episodes, seed * 1000, max_steps=max_steps,
                           progress=print_episode_progress)
         out["marks"].append({"minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
                              "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
                              "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
                              "cut_episodes": result.cut_episodes, "max_steps": max_steps})
-        if sampled and agent_name == "muzero":
+        if sampled and agent == "muzero":
             result = evaluate(load_agent(run_dir, checkpoint=path, sample=True), game, "random", episodes,
                               seed * 1000, max_steps=max_steps, progress=print_episode_progress)
             out["marks"][-1].update(sampled_mean_return=result.mean_return,
