@@ -66,6 +66,10 @@ class NetworkConfig:
     head_hidden: int = 128  # width of the dense layer in the value, policy and reward heads (and the mlp's ϱ)
     mlp_hidden_sizes: tuple[int, ...] = (128, 128)  # mlp: widths of the hidden layers of h and of g
     mlp_hidden_state_size: int = 64  # mlp: size of the hidden state vector
+    # mlp: channels of one 3x3 convolution over the observation planes before h's dense layers
+    # (0: none). MinAtar's own DQN torso is such a convolution (16 channels): it sees each cell with
+    # its neighbours, the same filter at every cell, where dense layers must learn every position apart.
+    mlp_conv_channels: int = 0
     # resnet: where the game has an action map (moozi/envs/action_planes.py), the dynamics function
     # also sees the board cells the action acts on, as MuZero encodes board-game actions.
     spatial_actions: bool = True
@@ -87,6 +91,8 @@ class NetworkConfig:
             raise MooziError(f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
         if self.normalization not in NORMALIZATIONS:
             raise MooziError(f"network.normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
+        if self.mlp_conv_channels < 0:
+            raise MooziError(f"network.mlp_conv_channels must be >= 0 (0: no convolution), got {self.mlp_conv_channels}")
 
 
 class NetworkOutput(NamedTuple):
@@ -276,8 +282,11 @@ class _MlpRepresentation(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, stacked_obs, train: bool):  # [B, 1, 1, C_h] -> [B, D]
-        x = stacked_obs.reshape(stacked_obs.shape[0], -1)
+    def __call__(self, stacked_obs, train: bool):  # [B, H, W, C_h] -> [B, D]
+        x = stacked_obs
+        if self.config.mlp_conv_channels:
+            x = _ConvBnRelu(self.config, self.config.mlp_conv_channels)(x, train)
+        x = x.reshape(x.shape[0], -1)
         for size in self.config.mlp_hidden_sizes:
             x = _DenseBnRelu(self.config, size)(x, train)
         return _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)

@@ -190,3 +190,26 @@ def test_downsampling_makes_the_atari_hidden_state_small(obs_shape, hidden_side)
     assert np.all(np.isfinite(np.asarray(step.value)))
     (out, _), projected = network.initial_inference_train(variables, obs), network.project(variables, root.hidden_state)
     assert out.hidden_state.shape == root.hidden_state.shape and projected.shape == (2, hidden_side * hidden_side * 8)
+
+
+def test_mlp_convolution_reads_the_planes_before_the_dense_layers():
+    """`mlp_conv_channels`: one 3x3 convolution over the H x W planes (MinAtar's DQN torso), its
+    H * W * channels features flattened into h's first dense layer; the hidden state keeps its size."""
+    config = dataclasses.replace(SMALL_MLP, mlp_conv_channels=5)
+    obs_shape = (10, 10, 4)
+    network, variables, obs = _build(config, obs_shape)
+    representation = variables["params"]["representation"]
+    channels_in = L * (obs_shape[2] + A)
+    assert representation["_ConvBnRelu_0"]["Conv_0"]["kernel"].shape == (3, 3, channels_in, 5)
+    assert representation["_DenseBnRelu_0"]["Dense_0"]["kernel"].shape == (10 * 10 * 5, 32)
+    root = network.initial_inference(variables, obs)
+    assert root.hidden_state.shape == (B, 16)
+    # Without it, the dense layer reads the raw planes.
+    plain, plain_variables, _ = _build(SMALL_MLP, obs_shape)
+    assert "_ConvBnRelu_0" not in plain_variables["params"]["representation"]
+    assert plain_variables["params"]["representation"]["_DenseBnRelu_0"]["Dense_0"]["kernel"].shape == (10 * 10 * channels_in, 32)
+
+
+def test_negative_mlp_convolution_channels_are_refused():
+    with pytest.raises(MooziError, match="network.mlp_conv_channels"):
+        NetworkConfig(kind="mlp", mlp_conv_channels=-1)
