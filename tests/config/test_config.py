@@ -114,9 +114,10 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
-        **collapsing_prior}
+        **collapsing_prior, "network.mlp_conv_channels": 16}
     assert all(seaquest[k] == v for k, v in shared.items())
     config = build_config("seaquest")
     assert config.train.epsilon_start == 1.0 and build_config("asterix").train.epsilon_start == 0.0
     assert (config.loss.value_coef, config.loss.entropy_coef) == (1.0, 0.1)
     assert (build_config("asterix").loss.value_coef, build_config("asterix").loss.entropy_coef) == (0.25, 0.0)
+    assert config.network.mlp_conv_channels == 16 and build_config("asterix").network.mlp_conv_channels == 0
