@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 from moozi.agent import load_agent  # noqa: E402
 from moozi.builders import build_network  # noqa: E402
-from moozi.core.history import stack_history  # noqa: E402
+from moozi.core.targets import StepStorage, assemble_targets, gather_window  # noqa: E402
 from moozi.envs.base import DUMMY_ACTION  # noqa: E402
 
 BINS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, None))
@@ -72,20 +72,22 @@ def main(argv=None) -> dict:
     storage = {name.split(".", 1)[1]: arrays[name] for name in arrays.files if name.startswith("replay/storage.")}
     obs, action = storage["obs"], storage["action"].astype(np.int32)
     step, length = storage["step_index"], storage["episode_length"]
-    L, A, gamma = config.targets.history_length, network.num_actions, config.planner.discount
+    A, gamma = network.num_actions, config.planner.discount
     stored = (length > 0) & (step < length)
     to_end = length - 1 - step
     returns = discounted_returns(storage["reward"], step, length, config.targets.discount)
     rng = np.random.default_rng(args.seed)
 
     def pick(mask):
-        slots = np.where(mask & stored & (step >= L))[0]
+        slots = np.where(mask & stored)[0]
         return np.sort(rng.choice(slots, min(args.samples, len(slots)), replace=False)) if len(slots) else slots
 
-    def stacked(slots):
-        frames = np.stack([obs[slots - L + 1 + j] for j in range(L)], 1)
-        actions = np.stack([action[slots - L + j] for j in range(L)], 1)
-        return stack_history(frames, actions, A)
+    step_storage = StepStorage(**{field: storage[field] for field in StepStorage._fields})
+
+    def stacked(slots):  # the learner's own history input: gathered and decoded as the replay buffer does
+        window = gather_window(step_storage, slots, config.targets, xp=np)
+        return assemble_targets(window, config=config.targets, num_actions=A, discount_sign=spec.discount_sign,
+                                obs_levels=spec.stored_obs_levels).stacked_obs
 
     rows = []
     print(f"{args.run_dir}, {agent.checkpoint.name}: {int(stored.sum()):,} stored steps, "
