@@ -46,6 +46,7 @@ from moozi.errors import MooziError
 
 
 BOOTSTRAP_SOURCES = ("search", "target_network")
+PRIORITY_SOURCES = ("root", "max_step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +69,16 @@ class LossConfig:
     search_value_weight_start: float = 0.0
     search_value_weight_end: float = 0.0
     search_value_weight_updates: int = 1
+    # The replay priority delta the learner writes back: "root" is |v⁰_t - G_t| (MuZero Reanalyze,
+    # EfficientZero); "max_step" is max_k |v^k - G_{t+k}| over the root and the K unrolled steps, so
+    # a target whose unroll crosses a death the model does not foresee is replayed more often.
+    priority: str = "root"
 
     def __post_init__(self):
         if self.bootstrap_from not in BOOTSTRAP_SOURCES:
             raise MooziError(f"loss.bootstrap_from must be one of {BOOTSTRAP_SOURCES}, got {self.bootstrap_from!r}")
+        if self.priority not in PRIORITY_SOURCES:
+            raise MooziError(f"loss.priority must be one of {PRIORITY_SOURCES}, got {self.priority!r}")
         for name in ("search_value_weight_start", "search_value_weight_end"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise MooziError(f"loss.{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -93,7 +100,7 @@ class LossAux(NamedTuple):
 
     metrics: dict  # str -> scalar: each term (batch mean, importance-weighted) and diagnostics
     batch_stats: Any  # the updated running batch-norm moments
-    priorities: Array  # [B]: |v⁰_t - G^N_t|, the learner's new δ for the replay buffer
+    priorities: Array  # [B]: |v⁰_t - G^N_t| (or its max over the unroll), the learner's new δ for the replay buffer
     per_example_loss: Array  # [B]: ρ_b times example b's loss (without L2)
     terms: dict  # str -> [B]: each unweighted per-example term (coefficients applied, ρ not)
 
@@ -283,7 +290,11 @@ def loss_fn(
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
     loss = jnp.mean(per_example_loss) + l2_loss
 
-    priorities = jax.lax.stop_gradient(jnp.abs(root.value - targets[:, 0]))  # [B]
+    if config.priority == "max_step":
+        values = jnp.stack([o.value for o in outputs], axis=1)  # [B, K+1]
+        priorities = jax.lax.stop_gradient(jnp.max(jnp.abs(values - targets), axis=1))  # [B]
+    else:
+        priorities = jax.lax.stop_gradient(jnp.abs(root.value - targets[:, 0]))  # [B]
     root_probs = jax.nn.softmax(root.policy_logits, axis=-1)
     metrics = {name: jnp.mean(weight * term) for name, term in terms.items()}
     metrics.update(_diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll))

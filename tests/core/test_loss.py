@@ -186,6 +186,30 @@ class LossTest(parameterized.TestCase):
         _, aux_search = _loss(network, variables, batch, LossConfig())
         assert not np.allclose(aux_search.priorities, aux.priorities)
 
+    def test_max_step_priority(self):
+        network, variables, batch = _setup(num_unroll=2)
+        config = LossConfig(priority="max_step")
+        # The unrolled values from an independent forward pass (training mode: batch moments).
+        root, _ = jax.jit(network.initial_inference_train)(variables, batch.stacked_obs)
+        values, hidden = [root.value], root.hidden_state
+        for k in range(2):
+            out, _ = jax.jit(network.recurrent_inference_train)(variables, hidden, batch.actions[:, k])
+            values.append(out.value)
+            hidden = out.hidden_state
+        values = jnp.stack(values, axis=1)  # [B, K+1]
+        targets = batch.partial_return + batch.bootstrap_discount * batch.bootstrap_value  # [B, K+1]
+        _, aux = _loss(network, variables, batch, config)
+        np.testing.assert_allclose(aux.priorities, jnp.max(jnp.abs(values - targets), axis=1), rtol=1e-5, atol=1e-5)
+        # A target the model misses by 100 at the second unrolled step is what the priority reads;
+        # the root priority does not see it.
+        shifted = batch._replace(partial_return=batch.partial_return.at[:, 2].add(100.0))
+        _, aux_shifted = _loss(network, variables, shifted, config)
+        np.testing.assert_allclose(aux_shifted.priorities, jnp.abs(values[:, 2] - targets[:, 2] - 100.0), rtol=1e-5)
+        _, aux_root = _loss(network, variables, shifted, LossConfig())
+        np.testing.assert_allclose(aux_root.priorities, jnp.abs(values[:, 0] - targets[:, 0]), rtol=1e-5, atol=1e-5)
+        with pytest.raises(MooziError, match="loss.priority"):
+            LossConfig(priority="unrolled")
+
     def test_target_network_bootstrap_needs_observations(self):
         network, variables, batch = _setup()
         with pytest.raises(MooziError):
