@@ -152,7 +152,20 @@ PRESET_OVERRIDES["seaquest"].update({
 # Freeway's prior collapses too (entropy 0.02-0.16 with the shared preset, 15.6 at 60 minutes, greedy;
 # sampled 15.8). With the same pair: 23.0 at 30 and 22.1 at 60 minutes greedy, 29.9 sampled as in
 # training (one core, seed 0; README, "MinAtar").
-PRESET_OVERRIDES["freeway"].update(_COLLAPSING_PRIOR)
+# Then Seaquest's convolution, a cosine decay of the learning rate to 5e-5 over 60k updates (about
+# 35 minutes on a ~230 GFLOP/s core: the best checkpoints of earlier runs came before a late collapse),
+# and no L2 term (through Adam it shrank the batch-normalised kernels by half over an hour): 46.0 at
+# 30 minutes (sampled 47.1) and 28.9 at 60 greedy, against 23.0 and 22.1. Its tests still fell from
+# 40-50 to ~30 after ~62k updates; the three changes were measured together, one seed
+# (docs/training.md, "What limits Asterix, Seaquest and Freeway").
+PRESET_OVERRIDES["freeway"].update({
+    **_COLLAPSING_PRIOR,
+    "network.mlp_conv_channels": 16,
+    "optimizer.schedule": "cosine",
+    "optimizer.decay_steps": 60_000,
+    "optimizer.final_learning_rate_fraction": 0.05,
+    "loss.l2_coef": 0.0,
+})
 
 
 # Every `atari:<game>`. The bridge already follows the ALE protocol of Machado et al. (2018): sticky

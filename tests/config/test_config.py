@@ -110,7 +110,9 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
         assert PRESET_OVERRIDES[game] == shared
     # Seaquest and Freeway, whose priors collapsed: the value weight 1 and the entropy bonus 0.1.
     collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
-    assert PRESET_OVERRIDES["freeway"] == {**shared, **collapsing_prior}
+    assert PRESET_OVERRIDES["freeway"] == {
+        **shared, **collapsing_prior, "network.mlp_conv_channels": 16, "optimizer.schedule": "cosine",
+        "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0}
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
