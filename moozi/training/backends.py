@@ -603,14 +603,16 @@ class RayBackend:
         `backend.wait_timeout_seconds` ends the wait. Returns the distinct refs."""
         distinct = list({id(r): r for r in refs}.values())
         enough = len(distinct) if every else 1
-        deadline = time.monotonic() + self.config.wait_timeout_seconds
+        # The limit is read at every poll, not fixed at the start: a wait already in flight when the
+        # limit is lowered (the hung-worker test lowers it mid-run) ends at the new limit, not the old.
+        started = time.monotonic()
         while distinct:
             ready, pending = self.ray.wait(distinct, num_returns=enough, timeout=POLL_SECONDS)
             if len(ready) >= enough:
                 return distinct
             waiting_for = lambda: ", ".join(self._calls.get(r.hex(), "a role") for r in pending)  # noqa: E731
             _check_interrupt(self.interrupt, waiting_for)
-            if time.monotonic() >= deadline:
+            if time.monotonic() - started >= self.config.wait_timeout_seconds:
                 raise MooziError(
                     f"waited {self.config.wait_timeout_seconds:g} s for {waiting_for()} on the Ray cluster without an "
                     "answer (a node may be overloaded or unreachable; `ray status` shows the cluster); raise "

@@ -125,6 +125,45 @@ def test_loopback_helper_and_lazy_local_instance():
     backend.shutdown()
 
 
+class _NeverReady:
+    """Stands in for the `ray` module in `RayBackend._wait`: no call ever finishes."""
+
+    def __init__(self):
+        self.started = time.monotonic()
+
+    def wait(self, refs, num_returns, timeout):
+        assert time.monotonic() - self.started < 10, "the wait outlived the lowered limit"
+        time.sleep(timeout)
+        return [], list(refs)
+
+
+class _Ref:
+    def hex(self):
+        return "ab12"
+
+
+def test_a_wait_in_flight_ends_at_a_lowered_limit():
+    # The hung-worker test below lowers backend.wait_timeout_seconds while the driver may already be
+    # waiting on the worker; a limit fixed when the wait began (900 s) would let the run go on until
+    # gRPC's keepalive declared the frozen actor dead (7 minutes, seen in CI) instead of stopping at 3 s.
+    backend = RayBackend(build_config("tic_tac_toe").backend)
+    backend.ray = _NeverReady()
+    backend._calls["ab12"] = "training_rollout_worker_0.run"
+    lowered_at = {}
+
+    def lower():
+        time.sleep(0.3)
+        backend.config = dataclasses.replace(backend.config, wait_timeout_seconds=0.5)
+        lowered_at["t"] = time.monotonic()
+
+    thread = threading.Thread(target=lower, daemon=True)
+    thread.start()
+    with pytest.raises(MooziError, match=r"waited 0\.5 s for training_rollout_worker_0\.run on the Ray cluster"):
+        backend._wait([_Ref()], every=True)
+    assert time.monotonic() - lowered_at["t"] < 0.5 + 2  # the new limit, and a poll
+    thread.join()
+
+
 @pytest.mark.slow
 def test_ray_run_writes_checkpoints_and_metrics(ray_run):
     summary, run_dir = ray_run["summary"], ray_run["run_dir"]
