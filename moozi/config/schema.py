@@ -179,6 +179,15 @@ def validate(config: Config) -> None:
         raise ConfigError("bad value for train.stop_grace_seconds: expected 0 or a positive number of seconds")
     if config.train.checkpoint_every_minutes <= 0:
         raise ConfigError("bad value for train.checkpoint_every_minutes: expected a positive number")
+    # The replay gathers what the learner bootstraps from: both sides must name the same source,
+    # else the learner stops at its first update (no observations to evaluate) or the replay gathers
+    # observations nobody reads.
+    gathered = getattr(config.targets.bootstrap_from, "value", config.targets.bootstrap_from)
+    if gathered != config.loss.bootstrap_from:
+        raise ConfigError(
+            f"targets.bootstrap_from={gathered!r} and loss.bootstrap_from={config.loss.bootstrap_from!r} differ: "
+            "set both to 'search' or both to 'target_network'"
+        )
 
 
 def resolve_rollout_workers(config: Config, cpus: float) -> Config:

@@ -51,6 +51,15 @@ def test_bad_value_names_key_and_allowed_values():
         build_config("tic_tac_toe", overrides={"env.num_envs": "0"})
 
 
+def test_bootstrap_source_must_match_between_replay_and_learner():
+    with pytest.raises(ConfigError, match=r"targets\.bootstrap_from='search' and loss\.bootstrap_from='target_network' differ"):
+        build_config("seaquest", overrides={"loss.bootstrap_from": "target_network"})
+    with pytest.raises(ConfigError, match=r"targets\.bootstrap_from='target_network' and loss\.bootstrap_from='search' differ"):
+        build_config("seaquest", overrides={"targets.bootstrap_from": "target_network"})
+    both = build_config("seaquest", overrides={"targets.bootstrap_from": "target_network", "loss.bootstrap_from": "target_network"})
+    assert both.loss.bootstrap_from == "target_network"
+
+
 def test_set_argument_parsing():
     assert parse_set_arguments(["a.b=1", "c = x=y"]) == {"a.b": "1", "c": "x=y"}
     with pytest.raises(ConfigError, match="expected key=value"):
