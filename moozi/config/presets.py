@@ -156,7 +156,12 @@ PRESET_OVERRIDES["seaquest"].update({
 # 35 minutes on a ~230 GFLOP/s core: the best checkpoints of earlier runs came before a late collapse),
 # and no L2 term (through Adam it shrank the batch-normalised kernels by half over an hour): 46.0 at
 # 30 minutes (sampled 47.1) and 28.9 at 60 greedy, against 23.0 and 22.1. Its tests still fell from
-# 40-50 to ~30 after ~62k updates; the three changes were measured together, one seed
+# 40-50 to ~30 after ~62k updates; the three changes were measured together, one seed.
+# And 2 updates per iteration, not 4 (a replay ratio of 0.5 sampled targets per env step): on one
+# ~250 GFLOP/s core the hour then holds 65k updates over 16.7M env steps (100k over 12.9M before), the
+# decay's floor comes at the hour's end, and the tests stayed at 41-51 to the end: 49.25 [47.5, 50.8]
+# at 60 minutes greedy (48.6 sampled) against 28.9, 43.3 at 30 against 46.0. Seaquest with the same
+# change fell after ~33k updates (1.7 at 60 minutes), so it stays Freeway's
 # (docs/training.md, "What limits Asterix, Seaquest and Freeway").
 PRESET_OVERRIDES["freeway"].update({
     **_COLLAPSING_PRIOR,
@@ -165,6 +170,7 @@ PRESET_OVERRIDES["freeway"].update({
     "optimizer.decay_steps": 60_000,
     "optimizer.final_learning_rate_fraction": 0.05,
     "loss.l2_coef": 0.0,
+    "train.updates_per_iteration": 2,
 })
 
 

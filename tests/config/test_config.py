@@ -121,7 +121,9 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
     assert PRESET_OVERRIDES["freeway"] == {
         **shared, **collapsing_prior, "network.mlp_conv_channels": 16, "optimizer.schedule": "cosine",
-        "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0}
+        "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0,
+        "train.updates_per_iteration": 2}
+    assert build_config("freeway").train.updates_per_iteration == 2 and build_config("seaquest").train.updates_per_iteration == 4
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
