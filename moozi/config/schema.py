@@ -182,7 +182,7 @@ def validate(config: Config) -> None:
     # The replay gathers what the learner bootstraps from: both sides must name the same source,
     # else the learner stops at its first update (no observations to evaluate) or the replay gathers
     # observations nobody reads.
-    gathered = getattr(config.targets.bootstrap_from, "value", config.targets.bootstrap_from)
+    gathered = config.targets.bootstrap_from.value  # TargetConfig holds a BootstrapSource
     if gathered != config.loss.bootstrap_from:
         raise ConfigError(
             f"targets.bootstrap_from={gathered!r} and loss.bootstrap_from={config.loss.bootstrap_from!r} differ: "
