@@ -142,12 +142,22 @@ _COLLAPSING_PRIOR = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
 # before a death from the rest (bench/episode_end.py). With it Seaquest gave 20.6 at 30 minutes
 # against 7.5, and 11.8 at 60 against 12.5 (its tests swung between 8 and 31 over the second half).
 # On Asterix it gave 3.6 / 3.5 against the preset's 4.4 / 5.6, so it is not shared.
+# Then a floor of 0.1 of a reward on the range over which Gumbel MuZero's policy target rescales the
+# root's Q-values (`planner.min_value_range`; mctx's own is 1e-8), with 2 updates per iteration. With
+# mctx's floor any gap in Q, however small, became 5-7 logits between the best and the worst action,
+# the stored targets went one-hot (entropy 0.45 -> 0.05) and the agent fell to waiting at ~9M env
+# steps. With the floor, gaps under 0.1 stay a fraction of that: the prior's entropy held at 0.4-0.65
+# to the end, 39.75 at 30 minutes (33k updates) and 17.6 at 60 (66k updates, 16.9M env steps) against
+# 20.6 and 11.8, the kept best checkpoint (44k updates) 37.9 (one ~210 GFLOP/s core, seed 0). A floor
+# of one reward stopped Freeway from learning to cross; 0.1 lets it (below).
+_Q_RANGE_FLOOR = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
 PRESET_OVERRIDES["seaquest"].update({
     "train.epsilon_start": 1.0,
     "train.epsilon_end": 0.1,
     "train.epsilon_env_steps": 100_000,
     **_COLLAPSING_PRIOR,
     "network.mlp_conv_channels": 16,
+    **_Q_RANGE_FLOOR,
 })
 # Freeway's prior collapses too (entropy 0.02-0.16 with the shared preset, 15.6 at 60 minutes, greedy;
 # sampled 15.8). With the same pair: 23.0 at 30 and 22.1 at 60 minutes greedy, 29.9 sampled as in
@@ -161,8 +171,12 @@ PRESET_OVERRIDES["seaquest"].update({
 # ~250 GFLOP/s core the hour then holds 65k updates over 16.7M env steps (100k over 12.9M before), the
 # decay's floor comes at the hour's end, and the tests stayed at 41-51 to the end: 49.25 [47.5, 50.8]
 # at 60 minutes greedy (48.6 sampled) against 28.9, 43.3 at 30 against 46.0. Seaquest with the same
-# change fell after ~33k updates (1.7 at 60 minutes), so it stays Freeway's
-# (docs/training.md, "What limits Asterix, Seaquest and Freeway").
+# change alone fell after ~33k updates (1.7 at 60 minutes); with the floor on the Q range it did not.
+# And Seaquest's floor of 0.1 on that range: Freeway's gap between moving up and waiting is ~0.01 of a
+# reward, so the floor shrinks its bonus from ~6 logits to about half a logit, not to nothing (the
+# floor of 1 did that): 43.0 at 30 minutes and 55.8 [54.3, 57.0] at 60 (71k updates) greedy, 55.7
+# sampled, against 43.3 and 49.25; tests 57-59 over the last 10k updates against 41-51 (one ~210
+# GFLOP/s core, seed 0; docs/training.md, "What limits Asterix, Seaquest and Freeway").
 PRESET_OVERRIDES["freeway"].update({
     **_COLLAPSING_PRIOR,
     "network.mlp_conv_channels": 16,
@@ -170,7 +184,7 @@ PRESET_OVERRIDES["freeway"].update({
     "optimizer.decay_steps": 60_000,
     "optimizer.final_learning_rate_fraction": 0.05,
     "loss.l2_coef": 0.0,
-    "train.updates_per_iteration": 2,
+    **_Q_RANGE_FLOOR,
 })
 
 
