@@ -152,14 +152,14 @@ _COLLAPSING_PRIOR = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
 # of one reward stopped Freeway from learning to cross; 0.1 lets it (below). Freeway's cosine decay on
 # top gave 54.7 at 30 minutes (seed 1: 53.4), then its tests fell as the rate did, 1.8 at 60: the
 # rate stays constant here.
-_Q_RANGE_FLOOR = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
+_Q_RANGE_FLOOR_WITH_TWO_UPDATES = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
 PRESET_OVERRIDES["seaquest"].update({
     "train.epsilon_start": 1.0,
     "train.epsilon_end": 0.1,
     "train.epsilon_env_steps": 100_000,
     **_COLLAPSING_PRIOR,
     "network.mlp_conv_channels": 16,
-    **_Q_RANGE_FLOOR,
+    **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
 })
 # Freeway's prior collapses too (entropy 0.02-0.16 with the shared preset, 15.6 at 60 minutes, greedy;
 # sampled 15.8). With the same pair: 23.0 at 30 and 22.1 at 60 minutes greedy, 29.9 sampled as in
@@ -186,7 +186,7 @@ PRESET_OVERRIDES["freeway"].update({
     "optimizer.decay_steps": 60_000,
     "optimizer.final_learning_rate_fraction": 0.05,
     "loss.l2_coef": 0.0,
-    **_Q_RANGE_FLOOR,
+    **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
 })
 
 

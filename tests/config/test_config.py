@@ -120,11 +120,11 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     # Seaquest and Freeway, whose priors collapsed: the value weight 1 and the entropy bonus 0.1.
     collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
     # Both take a floor of 0.1 on the Gumbel target's Q range, with 2 updates per iteration.
-    q_range_floor = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
+    q_range_floor_with_two_updates = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
     assert PRESET_OVERRIDES["freeway"] == {
         **shared, **collapsing_prior, "network.mlp_conv_channels": 16, "optimizer.schedule": "cosine",
         "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0,
-        **q_range_floor}
+        **q_range_floor_with_two_updates}
     for game in ("freeway", "seaquest"):
         config = build_config(game)
         assert (config.planner.min_value_range, config.train.updates_per_iteration) == (0.1, 2)
@@ -133,7 +133,7 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
-        **collapsing_prior, "network.mlp_conv_channels": 16, **q_range_floor}
+        **collapsing_prior, "network.mlp_conv_channels": 16, **q_range_floor_with_two_updates}
     assert all(seaquest[k] == v for k, v in shared.items())
     config = build_config("seaquest")
     assert config.train.epsilon_start == 1.0 and build_config("asterix").train.epsilon_start == 0.0
