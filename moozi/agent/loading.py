@@ -17,7 +17,7 @@ import numpy as np
 
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint
 from moozi.config import Config, load_saved_config
-from moozi.core.train_step import init_train_state
+from moozi.core.train_step import agent_variables, init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
 from moozi.envs.registry import make_host_env
 from moozi.errors import MooziError
@@ -167,7 +167,7 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     network = build_network(config, spec)
     template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
     train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
-    variables = {"params": train_state.params, "batch_stats": train_state.batch_stats}
+    variables = agent_variables(train_state, config.train.agent_network)
     return Agent(config, variables, checkpoint=path, sample=sample)
 
 

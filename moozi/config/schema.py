@@ -58,6 +58,11 @@ class TrainConfig:
     # Keep the parameters that scored best in the in-training test as RUN/checkpoints/BEST,
     # which `load_agent` plays by default (a strong checkpoint is not lost to a weaker later one).
     keep_best: bool = True
+    # The network the agent of this run plays: the in-training tests (and so BEST), `load_agent` and
+    # `moozi eval`. "online": the parameters as the last update left them. "target": the target
+    # network, with optimizer.target_ema_decay > 0 an average of the recent online parameters, which
+    # swings less between checkpoints. Training rollout workers always act with the online network.
+    agent_network: Literal["online", "target"] = "online"
     log_every_updates: int = 20  # metrics.jsonl / TensorBoard cadence
     max_env_steps: int | None = None  # stop after this many env steps in total (also --max-env-steps)
     max_minutes: float | None = None  # stop after this much wall-clock time (also --max-minutes)
@@ -152,6 +157,11 @@ def validate(config: Config) -> None:
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"bad value {value!r} for {key}: expected a positive integer")
+    if config.train.agent_network == "target" and config.agent not in ("muzero", "alphazero"):
+        raise ConfigError(
+            f"train.agent_network='target' needs agent=muzero or agent=alphazero (a target network); "
+            f"agent={config.agent!r} plays its online parameters"
+        )
     if config.env.num_processes > config.env.num_envs:
         raise ConfigError(
             f"env.num_processes={config.env.num_processes} exceeds env.num_envs={config.env.num_envs}: "

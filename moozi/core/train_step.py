@@ -1,5 +1,6 @@
 """The parameter update (thesis 5.2.10): Adam with global-norm clipping, a
-learning-rate schedule and a periodically refreshed target network.
+learning-rate schedule and a target network, refreshed by a periodic copy or kept as an
+exponential moving average of the online parameters (Polyak averaging).
 
 `make_train_step` returns one jitted program (state, batch, rng) -> (state,
 metrics, new_priorities); the learner shell around it only moves data.
@@ -38,12 +39,19 @@ class OptimizerConfig:
     adam_b2: float = 0.999  # Adam's second-moment decay
     adam_eps: float = 1e-8  # Adam's denominator epsilon
     target_update_period: int = 100  # T: the target network copies the online network every T updates
+    # d: 0 keeps the periodic copy; in (0, 1) the target moves to d·target + (1 - d)·online after every
+    # update instead (Polyak averaging over ~1/(1 - d) updates; target_update_period is then unused).
+    # An average of the recent parameters moves less from one checkpoint to the next than the online
+    # network, which is why `train.agent_network="target"` can play it (docs/training.md).
+    target_ema_decay: float = 0.0
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
             raise MooziError(f"optimizer.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.target_update_period < 1:
             raise MooziError(f"optimizer.target_update_period must be >= 1, got {self.target_update_period}")
+        if not 0.0 <= self.target_ema_decay < 1.0:
+            raise MooziError(f"optimizer.target_ema_decay must be in [0, 1), got {self.target_ema_decay!r}")
         if self.warmup_steps < 0:
             raise MooziError(f"optimizer.warmup_steps must be >= 0, got {self.warmup_steps}")
 
@@ -54,8 +62,8 @@ class TrainState:
 
     params: Any  # online network parameters θ
     batch_stats: Any  # online network's running batch-norm moments
-    target_params: Any  # target network parameters, a copy of θ from the last refresh
-    target_batch_stats: Any  # target network's batch-norm moments from the last refresh
+    target_params: Any  # target network parameters: θ's last periodic copy, or its moving average
+    target_batch_stats: Any  # the target network's batch-norm moments, copied or averaged with them
     opt_state: Any  # optax state of the clipped Adam
     step: Array  # int32 scalar: number of updates applied
 
@@ -97,6 +105,29 @@ def init_train_state(network: Network, optimizer_config: OptimizerConfig, rng, e
     )
 
 
+def refresh_target(online, target, step, config: OptimizerConfig):
+    """The target network after update `step`: the online one every T-th update, or its moving average.
+
+    The batch-norm moments are averaged (or copied) with the parameters, so the target network's
+    normalisation stays that of the parameters it holds.
+    """
+    if config.target_ema_decay > 0.0:
+        return optax.incremental_update(online, target, 1.0 - config.target_ema_decay)
+    return optax.periodic_update(online, target, step, config.target_update_period)
+
+
+AGENT_NETWORKS = ("online", "target")
+
+
+def agent_variables(state: TrainState, network: str = "online") -> dict:
+    """The variables {"params", "batch_stats"} of the online or the target network of a TrainState."""
+    if network == "target":
+        return {"params": state.target_params, "batch_stats": state.target_batch_stats}
+    if network == "online":
+        return {"params": state.params, "batch_stats": state.batch_stats}
+    raise MooziError(f"network must be one of {AGENT_NETWORKS}, got {network!r}")
+
+
 def make_train_step(
     network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig
 ) -> Callable[[TrainState, TrainingTarget, Array], tuple[TrainState, dict, Array]]:
@@ -110,7 +141,7 @@ def make_train_step(
 
     def train_step(state: TrainState, batch: TrainingTarget, rng):
         del rng
-        target_variables = {"params": state.target_params, "batch_stats": state.target_batch_stats}
+        target_variables = agent_variables(state, "target")
         (_, aux), grads = grad_fn(
             state.params, state.batch_stats, target_variables, batch, network=network, config=loss_config,
             update=state.step,
@@ -118,11 +149,8 @@ def make_train_step(
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         step = state.step + 1
-        # The target network copies the online one after every T-th update.
-        target_params = optax.periodic_update(params, state.target_params, step, optimizer_config.target_update_period)
-        target_batch_stats = optax.periodic_update(
-            aux.batch_stats, state.target_batch_stats, step, optimizer_config.target_update_period
-        )
+        target_params, target_batch_stats = refresh_target(
+            (params, aux.batch_stats), (state.target_params, state.target_batch_stats), step, optimizer_config)
         metrics = dict(aux.metrics)
         metrics.update(grad_norm=optax.global_norm(grads), learning_rate=schedule(state.step))
         new_state = TrainState(

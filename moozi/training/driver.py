@@ -270,7 +270,10 @@ class Driver:
             counters.iteration += 1
             window.add("iteration_seconds", time.perf_counter() - t_iter)
             if next_test is not None and counters.updates >= next_test:
-                self._test(params, last_metrics)
+                agent_network = train.agent_network
+                tested = params if agent_network == "online" else self._backend.get(
+                    self.parameter_optimizer.call("get_params", agent_network))
+                self._test(tested, last_metrics)
                 next_test += train.test_every_updates
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
                 self._log(window, started, last_metrics)

@@ -7,6 +7,7 @@ import pytest
 from moozi.config import Config, PRESET_OVERRIDES, build_config, config_from_dict, config_to_dict, load_saved_config, save_config
 from moozi.config.overrides import ConfigError, parse_set_arguments
 from moozi.core.planner import SearchPolicy
+from moozi.errors import MooziError
 
 
 def test_every_preset_builds():
@@ -58,6 +59,17 @@ def test_bootstrap_source_must_match_between_replay_and_learner():
         build_config("seaquest", overrides={"targets.bootstrap_from": "target_network"})
     both = build_config("seaquest", overrides={"targets.bootstrap_from": "target_network", "loss.bootstrap_from": "target_network"})
     assert both.loss.bootstrap_from == "target_network"
+
+
+def test_agent_network_is_checked_against_its_values_and_the_agent():
+    with pytest.raises(ConfigError, match=r"train\.agent_network.*'online', 'target'"):
+        build_config("seaquest", overrides={"train.agent_network": "averaged"})
+    with pytest.raises(ConfigError, match=r"train\.agent_network='target' needs agent=muzero or agent=alphazero"):
+        build_config("seaquest", overrides={"agent": "ppo", "train.agent_network": "target"})
+    with pytest.raises(MooziError, match=r"optimizer\.target_ema_decay must be in \[0, 1\), got 1\.5"):
+        build_config("seaquest", overrides={"optimizer.target_ema_decay": "1.5"})
+    config = build_config("seaquest", overrides={"train.agent_network": "target", "optimizer.target_ema_decay": "0.999"})
+    assert (config.train.agent_network, config.optimizer.target_ema_decay) == ("target", 0.999)
 
 
 def test_set_argument_parsing():

@@ -13,6 +13,7 @@ import pytest
 from moozi.core.train_step import (
     OptimizerConfig,
     TrainState,
+    agent_variables,
     init_train_state,
     make_optimizer,
     make_schedule,
@@ -132,6 +133,24 @@ def test_target_network_refreshes_every_t_updates(run):
         assert _equal(states[step].target_batch_stats, refreshed.batch_stats), step
     assert not _equal(states[3].target_params, states[0].target_params)
     assert not _equal(states[5].target_params, states[5].params)
+
+
+def test_target_network_as_a_moving_average():
+    decay = 0.75
+    config = OptimizerConfig(learning_rate=1e-2, warmup_steps=0, target_ema_decay=decay)
+    train_step, state, batch = _learner(config)
+    expected = agent_variables(state, "online")
+    for i in range(3):
+        state, _, _ = train_step(state, batch, jax.random.PRNGKey(i))
+        online = agent_variables(state, "online")
+        # After every update: target <- d·target + (1 - d)·online, moments with the parameters.
+        expected = jax.tree.map(lambda t, o: decay * t + (1 - decay) * o, expected, online)
+        chex.assert_trees_all_close(agent_variables(state, "target"), expected, rtol=1e-5, atol=1e-7)
+    assert not _equal(state.target_params, state.params)
+    with pytest.raises(MooziError, match="target_ema_decay"):
+        OptimizerConfig(target_ema_decay=1.0)
+    with pytest.raises(MooziError, match="online"):
+        agent_variables(state, "averaged")
 
 
 def test_train_state_roundtrips_through_msgpack(run):

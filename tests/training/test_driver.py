@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 
+import jax
 import numpy as np
 import pytest
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
@@ -266,6 +267,40 @@ def test_reanalyze_share_feeds_the_buffer(tmp_path):
     # The window after the last log line is not logged at stop (it is carried in the checkpoint,
     # so a resumed run logs it exactly as an uninterrupted one would).
     assert logged and 0 < sum(logged) <= summary["reanalyzed_steps"]
+
+
+@pytest.mark.parametrize("agent_network", ["online", "target"])
+def test_in_training_tests_play_the_network_the_config_names(tmp_path, monkeypatch, agent_network):
+    # With a moving-average target network, the tests (and so BEST) play the target network when
+    # train.agent_network says so, and the online one otherwise.
+    from moozi.training.roles.parameter_optimizer import ParameterOptimizer
+    from moozi.training.roles.testing import TestingRolloutWorker
+
+    served, tested = {"online": [], "target": []}, []
+    get_params, run_test = ParameterOptimizer.get_params, TestingRolloutWorker.run
+
+    def spy_get_params(self, network="online"):
+        variables = get_params(self, network)
+        served[network].append(variables)
+        return variables
+
+    def spy_run(self, params, *args, **kwargs):
+        tested.append(params)
+        return run_test(self, params, *args, **kwargs)
+
+    monkeypatch.setattr(ParameterOptimizer, "get_params", spy_get_params)
+    monkeypatch.setattr(TestingRolloutWorker, "run", spy_run)
+    config = _config(8 * STEPS_PER_ITERATION, **{
+        "train.agent_network": agent_network, "optimizer.target_ema_decay": "0.5", "train.test_every_updates": "4"})
+    run_driver(config, tmp_path / "run")
+    assert len(tested) >= 2
+    assert len(served["target"]) == (len(tested) if agent_network == "target" else 0)
+    for variables in tested:
+        assert any(variables is candidate for candidate in served[agent_network])
+    if agent_network == "target":
+        last_online = served["online"][-1]["params"]
+        assert not all(np.array_equal(a, b) for a, b in zip(
+            jax.tree.leaves(tested[-1]["params"]), jax.tree.leaves(last_online)))
 
 
 def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_directory_exists(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from moozi.config import Config
-from moozi.core.train_step import TrainState, init_train_state, make_train_step
+from moozi.core.train_step import TrainState, agent_variables, init_train_state, make_train_step
 from moozi.core.types import TrainingTarget
 from moozi.errors import MooziError
 from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
@@ -49,9 +49,10 @@ class ParameterOptimizer:
     def version(self) -> int:
         return int(self.state.step)
 
-    def get_params(self):
-        """The acting variables of the latest version, as host arrays (cheap to ship to workers)."""
-        return jax.device_get({"params": self.state.params, "batch_stats": self.state.batch_stats})
+    def get_params(self, network: str = "online"):
+        """The acting variables of the latest version, as host arrays (cheap to ship to workers);
+        `network="target"`: the target network's (what `train.agent_network="target"` plays)."""
+        return jax.device_get(agent_variables(self.state, network))
 
     def update(self, batches: list[tuple[TrainingTarget, np.ndarray]]) -> UpdateResult:
         start = time.perf_counter()
