@@ -153,6 +153,16 @@ _COLLAPSING_PRIOR = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
 # top gave 54.7 at 30 minutes (seed 1: 53.4), then its tests fell as the rate did, 1.8 at 60: the
 # rate stays constant here.
 _Q_RANGE_FLOOR_WITH_TWO_UPDATES = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
+# And the agent plays a moving average of the online parameters (the target network with
+# `optimizer.target_ema_decay`, ~3,300 updates), not the online network: at a constant rate the online
+# network's tests swung 10-48 between checkpoints 2,000 updates apart (17.6 at 60 minutes on a low one).
+# Training is unchanged (the workers act with the online network; same seed, same run), and the
+# average's tests over 34-52k updates were 50.0 ± 6.7 against the online network's 25.4 ± 12.0 (a
+# decay of 0.999: 38.6 ± 11.8). 100 episodes: 44.0 at 30 minutes and 26.3 at 60 against the online
+# network's 39.75 and 17.6 (the decay of 0.999: 40.3 and 32.75). It does not cure a late decline of the
+# run itself: seed 1 gave 44.1 at 30 and 10.8 at 60, its online network 10.2 at the same checkpoint
+# (one ~200 GFLOP/s core each, docs/training.md, "The agent plays a moving average of its parameters").
+_AVERAGED_AGENT = {"optimizer.target_ema_decay": 0.9997, "train.agent_network": "target"}
 PRESET_OVERRIDES["seaquest"].update({
     "train.epsilon_start": 1.0,
     "train.epsilon_end": 0.1,
@@ -160,6 +170,7 @@ PRESET_OVERRIDES["seaquest"].update({
     **_COLLAPSING_PRIOR,
     "network.mlp_conv_channels": 16,
     **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
+    **_AVERAGED_AGENT,
 })
 # Freeway's prior collapses too (entropy 0.02-0.16 with the shared preset, 15.6 at 60 minutes, greedy;
 # sampled 15.8). With the same pair: 23.0 at 30 and 22.1 at 60 minutes greedy, 29.9 sampled as in

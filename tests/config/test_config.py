@@ -145,8 +145,14 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
-        **collapsing_prior, "network.mlp_conv_channels": 16, **q_range_floor_with_two_updates}
+        **collapsing_prior, "network.mlp_conv_channels": 16, **q_range_floor_with_two_updates,
+        "optimizer.target_ema_decay": 0.9997, "train.agent_network": "target"}
     assert all(seaquest[k] == v for k, v in shared.items())
+    # Only Seaquest's agent plays the moving average of its parameters.
+    assert build_config("seaquest").train.agent_network == "target"
+    for game in ("breakout", "asterix", "freeway", "space_invaders"):
+        config = build_config(game)
+        assert (config.train.agent_network, config.optimizer.target_ema_decay) == ("online", 0.0)
     config = build_config("seaquest")
     assert config.train.epsilon_start == 1.0 and build_config("asterix").train.epsilon_start == 0.0
     assert (config.loss.value_coef, config.loss.entropy_coef) == (1.0, 0.1)
