@@ -270,10 +270,7 @@ class Driver:
             counters.iteration += 1
             window.add("iteration_seconds", time.perf_counter() - t_iter)
             if next_test is not None and counters.updates >= next_test:
-                agent_network = train.agent_network
-                tested = params if agent_network == "online" else self._backend.get(
-                    self.parameter_optimizer.call("get_params", agent_network))
-                self._test(tested, last_metrics)
+                self._test(params, last_metrics)
                 next_test += train.test_every_updates
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
                 self._log(window, started, last_metrics)
@@ -339,8 +336,11 @@ class Driver:
         return get(self.replay.call("ready"))
 
     def _test(self, params, last_metrics: dict) -> None:
-        """One run of the testing worker, logged; keeps the parameters as the best if they are."""
+        """One run of the testing worker on the network the run's agent plays (`params`, the online
+        one, or the target network), logged; keeps the parameters as the best if they are."""
         counters, train = self.counters, self.config.train
+        if train.agent_network != "online":
+            params = self._backend.get(self.parameter_optimizer.call("get_params", train.agent_network))
         seed = self.config.seed + 7919 * counters.tests
         test_metrics = self._backend.get(self.tester.call("run", params, train.test_episodes, seed))
         counters.tests += 1
