@@ -190,6 +190,16 @@ PRESET_OVERRIDES["seaquest"].update({
 # floor of 1 did that): 43.0 at 30 minutes and 55.8 [54.3, 57.0] at 60 (71k updates) greedy, 55.7
 # sampled, against 43.3 and 49.25; tests 57-59 over the last 10k updates against 41-51 (one ~210
 # GFLOP/s core, seed 0; docs/training.md, "What limits Asterix, Seaquest and Freeway").
+# Asterix takes the floor and the 2 updates per iteration too, and nothing else of Seaquest's (its
+# epsilon-greedy, the value weight and bonus, and the convolution each lowered Asterix, above). The
+# shared preset gave 4.4 at 30 minutes and 5.6 at 60 (64k / 129k updates on a ~233 GFLOP/s core):
+# its model did not tell a move onto an enemy from the others (docs/training.md). With the pair,
+# training returns rose to 12-13 by 16-20k updates and 100 episodes gave 17.3 [14.9, 19.8] at 30
+# minutes (20.8k updates, 5.3M env steps), then the run declined at a constant rate (training returns
+# 4-9 after ~30k updates): 10.2 at 60 (40.5k updates; one core of a slow ~190 GFLOP/s machine, seed
+# 0). The moving average of the parameters (Seaquest's agent) lagged the rise: 6.5 at 30, 10.8 at 60,
+# so Asterix's agent stays the online network (docs/training.md, "Asterix takes the floor").
+PRESET_OVERRIDES["asterix"].update(_Q_RANGE_FLOOR_WITH_TWO_UPDATES)
 PRESET_OVERRIDES["freeway"].update({
     **_COLLAPSING_PRIOR,
     "network.mlp_conv_channels": 16,

@@ -127,21 +127,22 @@ def test_atari_games_get_the_atari_preset_and_own_presets_win():
 def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     # Issue 14: one MinAtar preset, per-game overrides only where measured (moozi/config/presets.py).
     shared = dict(PRESET_OVERRIDES["breakout"])
-    for game in ("asterix", "space_invaders"):
-        assert PRESET_OVERRIDES[game] == shared
+    assert PRESET_OVERRIDES["space_invaders"] == shared
     # Seaquest and Freeway, whose priors collapsed: the value weight 1 and the entropy bonus 0.1.
     collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
-    # Both take a floor of 0.1 on the Gumbel target's Q range, with 2 updates per iteration.
+    # They and Asterix take a floor of 0.1 on the Gumbel target's Q range, with 2 updates per iteration.
     q_range_floor_with_two_updates = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
+    assert PRESET_OVERRIDES["asterix"] == {**shared, **q_range_floor_with_two_updates}
     assert PRESET_OVERRIDES["freeway"] == {
         **shared, **collapsing_prior, "network.mlp_conv_channels": 16, "optimizer.schedule": "cosine",
         "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0,
         **q_range_floor_with_two_updates}
-    for game in ("freeway", "seaquest"):
+    for game in ("freeway", "seaquest", "asterix"):
         config = build_config(game)
         assert (config.planner.min_value_range, config.train.updates_per_iteration) == (0.1, 2)
-    asterix = build_config("asterix")
-    assert (asterix.planner.min_value_range, asterix.train.updates_per_iteration) == (1e-8, 4)
+    for game in ("breakout", "space_invaders"):
+        config = build_config(game)
+        assert (config.planner.min_value_range, config.train.updates_per_iteration) == (1e-8, 4)
     seaquest = PRESET_OVERRIDES["seaquest"]
     assert {k: v for k, v in seaquest.items() if k not in shared} == {
         "train.epsilon_start": 1.0, "train.epsilon_end": 0.1, "train.epsilon_env_steps": 100_000,
