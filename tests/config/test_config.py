@@ -132,7 +132,10 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     collapsing_prior = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
     # They and Asterix take a floor of 0.1 on the Gumbel target's Q range, with 2 updates per iteration.
     q_range_floor_with_two_updates = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
-    assert PRESET_OVERRIDES["asterix"] == {**shared, **q_range_floor_with_two_updates}
+    # Asterix: the pair, and a cosine decay of the rate to 5% over 40k updates (L2 kept).
+    assert PRESET_OVERRIDES["asterix"] == {
+        **shared, **q_range_floor_with_two_updates, "optimizer.schedule": "cosine", "optimizer.decay_steps": 40_000,
+        "optimizer.final_learning_rate_fraction": 0.05}
     assert PRESET_OVERRIDES["freeway"] == {
         **shared, **collapsing_prior, "network.mlp_conv_channels": 16, "optimizer.schedule": "cosine",
         "optimizer.decay_steps": 60_000, "optimizer.final_learning_rate_fraction": 0.05, "loss.l2_coef": 0.0,
