@@ -1,4 +1,4 @@
-"""Time to target: how fast `moozi train` learns, measured on wall-clock time (issue 4).
+"""Time to target: how fast `moozi train` learns, measured on wall-clock time.
 
     python bench/learning.py [--games tic_tac_toe,connect_four,breakout,asterix,...] [--seeds 1] [--quick]
 
@@ -6,10 +6,13 @@
   15 s, then evaluates the checkpoints in order against `minimax` (100 games,
   both seats) and reports the first training time at which the agent lost none.
 - connect_four: trains the preset (`--c4-agent muzero` or `alphazero`) for the
-  largest of --c4-marks minutes; at each mark, the checkpoint reached by then
-  plays `mcts:1000` and `mcts:100` (--c4-games games, both seats) and the
-  perfect `solver` (--c4-solver-games; its draws and losses per seat), and is
-  scored on the solver-labelled positions (`moozi eval --positions`).
+  largest of --c4-marks minutes (or reads a run trained before, --c4-run-dir);
+  at each mark, the checkpoint reached by then, searching with each of
+  --c4-simulations play-time simulation counts, plays `mcts:1000` and
+  `mcts:100` (--c4-opponents; --c4-games games, both seats) and the perfect
+  `solver` (--c4-solver-games; its draws and losses per seat), and is scored on
+  the solver-labelled positions (`moozi eval --positions`). Each row records
+  the updates, env steps, simulations, and the matmul speed at evaluation.
 - breakout, asterix, freeway, seaquest, space_invaders (the MinAtar presets):
   trains for the largest of --minatar-minutes; at each mark, the newest
   checkpoint by then plays --minatar-episodes greedy episodes (sticky actions
@@ -101,34 +104,55 @@ def _seat_counts(result) -> list[dict]:
 
 
 def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, solver_games: int,
-                 agent_kind: str) -> dict:
+                 agent_kind: str, simulations: list[int | None], opponents: list[str],
+                 run_dir: pathlib.Path | None = None) -> dict:
+    """Trains (or, with `run_dir`, reads a run trained before) and measures each mark's checkpoint
+    at each play-time simulation count (None: the preset's `planner.play_simulations`)."""
     from moozi.agent import load_agent
     from moozi.evaluation import evaluate
     from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
-    run_dir = work / f"c4-{agent_kind}-{seed}"
-    setup = _train("connect_four", max(marks), seed, run_dir, checkpoint_minutes=min(marks) / 3,
-                   extra={"agent": agent_kind})
+    from bench.selfplay import matmul_flops_per_s
+
+    if run_dir is not None:  # the run's own seed and agent
+        saved = json.loads((run_dir / "config.json").read_text())
+        seed, agent_kind = saved["seed"], saved["agent"]
+    if run_dir is None:
+        run_dir = work / f"c4-{agent_kind}-{seed}"
+        setup = _train("connect_four", max(marks), seed, run_dir, checkpoint_minutes=min(marks) / 3,
+                       extra={"agent": agent_kind})
+    else:
+        setup = 0.0  # `moozi train`'s own clock: from the driver's start, its setup not counted
     checkpoints = _checkpoints(run_dir)
-    out = {"seed": seed, "agent": agent_kind, "marks": []}
+    out = {"seed": seed, "agent": agent_kind, "run_dir": str(run_dir), "setup_seconds": round(setup, 1),
+           "train_simulations": json.loads((run_dir / "config.json").read_text())["planner"]["num_simulations"],
+           "marks": []}
     for mark in marks:
         eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
         elapsed, path = eligible[-1]
-        agent = load_agent(run_dir, checkpoint=path)
-        meta = json.loads((path / "meta.json").read_text())["counters"]
-        row = {"minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
-               "env_steps": meta.get("env_steps")}
-        for opponent in ("mcts:1000", "mcts:100"):
-            res = evaluate(agent, "connect_four", opponent, games, seed=seed)
-            row[opponent] = {"win_rate": res.win_rate, "win_rate_ci": res.win_rate_ci, "wins": res.wins,
-                             "draws": res.draws, "losses": res.losses, "games": res.games}
-        solver = evaluate(agent, "connect_four", "solver", solver_games, seed=seed)
-        row["solver"] = {"games": solver.games, "per_seat": _seat_counts(solver)}
-        positions = evaluate_agent_on_positions(agent, seed=seed)
-        row["positions"] = {"keeps_result": positions.keeps_result, "best_move": positions.best_move,
-                            "random_keeps_result": positions.random_keeps_result,
-                            "value_sign_accuracy": positions.value_sign_accuracy}
-        out["marks"].append(row)
+        meta = json.loads((path / "meta.json").read_text())
+        for count in simulations:
+            agent = load_agent(run_dir, checkpoint=path, simulations=count)
+            row = {"minutes": round((elapsed + setup) / 60, 2), "updates": meta["counters"].get("updates"),
+                   "env_steps": meta["counters"].get("env_steps"), "checkpoint_saved_at": meta.get("saved_at"),
+                   "simulations": agent.simulations,
+                   "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+            started = time.monotonic()
+            for opponent in opponents:
+                res = evaluate(agent, "connect_four", opponent, games, seed=seed)
+                row[opponent] = {"win_rate": res.win_rate, "win_rate_ci": res.win_rate_ci, "wins": res.wins,
+                                 "draws": res.draws, "losses": res.losses, "games": res.games,
+                                 "per_seat": _seat_counts(res)}
+            if solver_games:
+                solver = evaluate(agent, "connect_four", "solver", solver_games, seed=seed)
+                row["solver"] = {"games": solver.games, "per_seat": _seat_counts(solver)}
+            positions = evaluate_agent_on_positions(agent, seed=seed)
+            row["positions"] = {"keeps_result": positions.keeps_result, "best_move": positions.best_move,
+                                "random_keeps_result": positions.random_keeps_result,
+                                "value_sign_accuracy": positions.value_sign_accuracy}
+            row["evaluation_minutes"] = round((time.monotonic() - started) / 60, 2)
+            print("connect_four", json.dumps(row), file=sys.stderr, flush=True)
+            out["marks"].append(row)
     return out
 
 
@@ -234,6 +258,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--c4-games", type=int, default=100, help="games against each MCTS opponent")
     parser.add_argument("--c4-solver-games", type=int, default=20, help="games against the perfect solver")
     parser.add_argument("--c4-agent", choices=("muzero", "alphazero"), default="muzero")
+    parser.add_argument("--c4-simulations", default="play",
+                        help="play-time simulation counts to measure each mark at, comma-separated; "
+                        "'play': the preset's planner.play_simulations (e.g. play,16,100)")
+    parser.add_argument("--c4-opponents", default="mcts:1000,mcts:100", help="the MCTS opponents, comma-separated")
+    parser.add_argument("--c4-run-dir", default=None,
+                        help="measure this run directory's checkpoints (trained before with `moozi train "
+                        "--set train.checkpoint_every_minutes=...`) instead of training; one seed")
     parser.add_argument("--minatar-minutes", "--breakout-minutes", dest="minatar_minutes", default="30,60",
                         help="minutes at which each MinAtar game is measured")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
@@ -251,6 +282,7 @@ def main(argv=None) -> dict:
                         help="a PPOConfig field for PPO runs (repeatable), e.g. learning_rate=5e-4")
     parser.add_argument("--impala-set", dest="impala_overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="an IMPALAConfig field for IMPALA runs (repeatable)")
+    parser.add_argument("--note", default=None, help="a sentence stored in the JSON (how the run was made, ...)")
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every game trained (repeatable), e.g. to try a preset change")
@@ -274,14 +306,21 @@ def main(argv=None) -> dict:
     from bench.selfplay import matmul_flops_per_s
 
     report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work),
-                    "overrides": dict(OVERRIDES), "matmul_gflops": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+                    "overrides": dict(OVERRIDES), "matmul_gflops": round(matmul_flops_per_s(2048, 5) / 1e9, 1),
+                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if args.note:
+        report["note"] = args.note
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
             marks = [float(m) for m in args.c4_marks.split(",")]
+            counts = [None if c == "play" else int(c) for c in args.c4_simulations.split(",") if c]
+            opponents = [o for o in args.c4_opponents.split(",") if o]
+            run_dir = pathlib.Path(args.c4_run_dir) if args.c4_run_dir else None
             report.setdefault("connect_four", []).append(
-                connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent))
+                connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent, counts,
+                             opponents, run_dir))
         for game in (g for g in MINATAR_GAMES if g in games):
             marks = [float(m) for m in args.minatar_minutes.split(",")]
             if "muzero" in agents:

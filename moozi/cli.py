@@ -21,6 +21,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+_SIMULATIONS_HELP = ("MuZero / AlphaZero: simulations of the agent's search per move (default: the run's "
+                     "planner.play_simulations, else its planner.num_simulations)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="moozi", description="A general game-playing system that learns to plan (MuZero in JAX).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -64,6 +68,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--sample", action="store_true",
                     help="MuZero / AlphaZero: act as the training workers do (the search with its root noise, the "
                     "action drawn as in training) instead of greedily; PPO and IMPALA always sample (not with --ladder)")
+    ev.add_argument("--simulations", type=int, default=None, metavar="N",
+                    help=_SIMULATIONS_HELP + " (not with --ladder)")
     ev.add_argument("--opening-moves", type=int, default=0, metavar="N",
                     help="start each pair of games (one per seat) N uniformly random plies in: "
                     "greedy players otherwise repeat the same two games (not with --ladder)")
@@ -90,11 +96,15 @@ def _build_parser() -> argparse.ArgumentParser:
     play.add_argument("--host", default="127.0.0.1",
                       help="--web: the address to bind (default 127.0.0.1: this machine only)")
     play.add_argument("--seat", type=int, default=None, choices=(0, 1), help="your seat (asked if omitted)")
+    play.add_argument("--simulations", type=int, default=None, metavar="N",
+                      help=_SIMULATIONS_HELP)
     play.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
                     "checkpoint directory (default: best if the run kept one, else latest)")
 
     gtp = sub.add_parser("gtp", help="play a run trained on go as a GTP engine on stdin/stdout (docs/go.md)")
     gtp.add_argument("run_dir")
+    gtp.add_argument("--simulations", type=int, default=None, metavar="N",
+                     help=_SIMULATIONS_HELP)
     gtp.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
                     "checkpoint directory (default: best if the run kept one, else latest)")
 
@@ -159,6 +169,9 @@ def _cmd_eval(args) -> int:
             raise MooziError("--opening-moves is not a ladder option: the ladder plays from the initial state")
         if args.sample:
             raise MooziError("--sample is not a ladder option: the ladder's players are greedy")
+        if args.simulations is not None:
+            raise MooziError("--simulations is not a ladder option: the ladder's checkpoints search with the run's "
+                             "planner.play_simulations")
         if args.checkpoint is not None:
             raise MooziError("--checkpoint is not a ladder option: the ladder plays the run's checkpoints (--checkpoints K)")
         if args.episodes is not None or args.max_steps is not None:
@@ -176,8 +189,8 @@ def _cmd_eval(args) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise MooziError(f"--max-steps must be a positive integer, got {args.max_steps}")
     opponent = "random" if args.opponent is None else args.opponent
-    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, sample=args.sample)
-    print(f"checkpoint {agent.checkpoint}, {'sampled' if agent.sample else 'greedy'} play")
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, sample=args.sample, simulations=args.simulations)
+    print(f"checkpoint {agent.checkpoint}, {'sampled' if agent.sample else 'greedy'} play{_searching(agent)}")
     if agent.spec.is_two_player:
         one_player_only = [name for name, value in (("--episodes", args.episodes), ("--max-steps", args.max_steps))
                            if value is not None]
@@ -197,6 +210,11 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _searching(agent) -> str:
+    """", 100 simulations per move" for a searching agent; "" for a policy."""
+    return "" if agent.simulations is None else f", {agent.simulations} simulations per move"
+
+
 def _cmd_positions(args) -> int:
     from moozi.agent import load_agent
     from moozi.evaluation.position_eval import evaluate_agent_on_positions
@@ -210,8 +228,8 @@ def _cmd_positions(args) -> int:
                                        ("--sample", args.sample)) if value]
     if given:
         raise MooziError(f"{given[0]} is not a --positions option: --positions searches labelled positions, it plays no games")
-    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
-    print(f"checkpoint {agent.checkpoint}")
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
+    print(f"checkpoint {agent.checkpoint}{_searching(agent)}")
     result = evaluate_agent_on_positions(agent, seed=args.seed)
     print(result.format_table())
     path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "eval-positions.json"
@@ -253,7 +271,8 @@ def _cmd_play(args) -> int:
     from moozi.agent import load_agent
     from moozi.agent.human import play_human
 
-    agent = load_agent(args.run_dir, checkpoint=args.checkpoint)
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
+    print(f"checkpoint {agent.checkpoint}{_searching(agent)}", file=sys.stderr)
     if args.web:
         from moozi.agent.web_play import serve
 
@@ -267,7 +286,10 @@ def _cmd_gtp(args) -> int:
     from moozi.agent import load_agent
     from moozi.agent.gtp import run_gtp
 
-    run_gtp(load_agent(args.run_dir, checkpoint=args.checkpoint))
+    agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
+    # stderr: GTP owns stdout.
+    print(f"checkpoint {agent.checkpoint}{_searching(agent)}", file=sys.stderr)
+    run_gtp(agent)
     return 0
 
 

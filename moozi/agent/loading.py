@@ -8,6 +8,7 @@ plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import NamedTuple
 
@@ -22,7 +23,7 @@ from moozi.envs.base import DUMMY_ACTION, StepOutput
 from moozi.envs.registry import make_host_env
 from moozi.errors import MooziError
 from moozi.core.history import init_history
-from moozi.core.planner import greedy_planner_config
+from moozi.core.planner import play_planner_config
 from moozi.agents.actor_critic.acting import act as act_with_policy
 from moozi.agents.actor_critic.networks import TrainState, example_obs
 from moozi.builders import (
@@ -39,9 +40,13 @@ from moozi.builders import (
 
 class Agent:
     """MuZero search over a single env: greedy (no root noise, argmax) by default; with `sample`, the
-    training workers' search (root noise, and the action drawn as in training)."""
+    training workers' search (root noise, and the action drawn as in training).
 
-    def __init__(self, config: Config, variables, *, checkpoint: pathlib.Path | None = None, sample: bool = False):
+    `simulations`: the search's simulations; None: the run's `planner.play_simulations` when greedy
+    (its `num_simulations` when that is unset), its training `num_simulations` when sampled."""
+
+    def __init__(self, config: Config, variables, *, checkpoint: pathlib.Path | None = None, sample: bool = False,
+                 simulations: int | None = None):
         self.config = config
         self.spec = env_spec(config)
         self.variables = variables
@@ -51,7 +56,12 @@ class Agent:
         # and in 4 of 100 sampled ones (mean 30.6). Sampled play is also how the MinAtar paper's curves
         # (epsilon-greedy training episodes) and our PPO/IMPALA evaluations act.
         self.sample = sample
-        self._act = make_acting(config, self.spec, config.planner if sample else greedy_planner_config(config.planner))
+        if sample:
+            self.planner = dataclasses.replace(config.planner, num_simulations=simulations or config.planner.num_simulations)
+        else:
+            self.planner = play_planner_config(config.planner, simulations)
+        self.simulations = self.planner.num_simulations
+        self._act = make_acting(config, self.spec, self.planner)
         self._key = seed_key(config.seed, 99)
         self.last_search = None  # the ActingOutput of the latest `act`, unbatched
 
@@ -116,6 +126,7 @@ class ActorCriticAgent(Agent):
         self.variables = params
         self.checkpoint = checkpoint
         self.sample = True
+        self.simulations = None  # no search
         network = make_actor_critic_learner(config, self.spec).network
         self._act = jax.jit(lambda params, obs, legal, key: act_with_policy(network, params, obs, legal, key))
         self._key = seed_key(config.seed, 99)
@@ -143,7 +154,7 @@ class EpisodeOutcome(NamedTuple):
 
 
 def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None,
-               sample: bool = False) -> Agent:
+               sample: bool = False, simulations: int | None = None) -> Agent:
     """The agent of a run directory.
 
     `checkpoint`: None (the default) plays the run's best checkpoint by the in-training test
@@ -151,7 +162,11 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     of them; anything else is the path of a checkpoint directory.
     `sample`: a MuZero or AlphaZero agent acts as the run's training workers do (its planner with
     root noise) instead of greedily; PPO and IMPALA agents always sample their policy.
+    `simulations`: the search's simulations per move (MuZero, AlphaZero); None: the run's
+    `planner.play_simulations` (greedy) or `planner.num_simulations` (sampled, as in training).
     """
+    if simulations is not None and (isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 1):
+        raise MooziError(f"simulations must be a positive integer, got {simulations!r}")
     run_dir = pathlib.Path(run_dir)
     if not (run_dir / "config.json").exists():
         raise MooziError(f"{run_dir} is not a moozi run directory (no config.json)")
@@ -159,6 +174,8 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     path = resolve_checkpoint(run_dir, checkpoint)
     spec = env_spec(config)
     if is_actor_critic(config):
+        if simulations is not None:
+            raise MooziError(f"simulations: a {config.agent} agent plays its policy without a search")
         learner = make_actor_critic_learner(config, spec)
         params = learner.network.init(seed_key(config.seed, 0), example_obs(spec.obs_shape))
         template = {"train": TrainState(params, learner.optimizer.init(params)), "acting_params": params}
@@ -168,7 +185,7 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
     train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
     variables = agent_variables(train_state, config.train.agent_network)
-    return Agent(config, variables, checkpoint=path, sample=sample)
+    return Agent(config, variables, checkpoint=path, sample=sample, simulations=simulations)
 
 
 def resolve_checkpoint(run_dir: pathlib.Path, checkpoint: str | pathlib.Path | None) -> pathlib.Path:

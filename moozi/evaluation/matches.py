@@ -93,6 +93,7 @@ class EvalResult:
     # Uniformly random plies before the players take over; games 2k and 2k+1 share one opening
     # with the seats swapped (deterministic players otherwise replay the same two games).
     opening_moves: int = 0
+    simulations: int | None = None  # the agent's search simulations per move (None: no search)
 
     @classmethod
     def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...],
@@ -132,6 +133,8 @@ class EvalResult:
         header = f"{self.game} vs {self.opponent}: {self.games} games, seed {self.seed}"
         if self.opening_moves:
             header += f", {self.opening_moves} random opening plies per pair of games"
+        if self.simulations is not None:
+            header += f", {self.simulations} simulations per move"
         columns = f"{'':<12} {'games':>5} {'wins':>5} {'draws':>5} {'losses':>6}   {'win rate (95% CI)':<22} loss rate (95% CI)"
         rows = [header, columns]
 
@@ -164,6 +167,7 @@ class ReturnResult:
     max_steps: int | None = None  # the step cap of every episode (None: played to their end)
     cut_episodes: int = 0  # episodes stopped by the cap, counted with their return so far
     protocol: str = ""  # the library's evaluation protocol the env follows (sticky actions, ...)
+    simulations: int | None = None  # the agent's search simulations per move (None: no search)
 
     @classmethod
     def from_returns(cls, *, game: str, seed: int, returns: list[float], max_steps: int | None = None,
@@ -214,6 +218,8 @@ class ReturnResult:
                          "(counted with their return so far)")
         if self.protocol:
             lines.append(f"protocol: {self.protocol}")
+        if self.simulations is not None:
+            lines.append(f"{self.simulations} simulations per move")
         return "\n".join(lines)
 
 
@@ -464,11 +470,13 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
     canonical, env = make_played_env(game_name)
     try:
         if env.spec.num_players == 1:
-            return _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress)
-        game = getattr(env, "game", None)
-        if not isinstance(game, pyspiel.Game):
-            raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
-        return _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
+            result = _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress)
+        else:
+            game = getattr(env, "game", None)
+            if not isinstance(game, pyspiel.Game):
+                raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
+            result = _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
+        return dataclasses.replace(result, simulations=getattr(agent, "simulations", None))
     finally:
         close = getattr(env, "close", None)  # JAX-native envs hold nothing to release
         if close is not None:

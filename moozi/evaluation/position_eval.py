@@ -54,6 +54,7 @@ class PositionsResult:
     won_positions: int
     lost_positions: int
     kind: str = "positions"
+    simulations: int | None = None  # the agent's search simulations per position
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -77,8 +78,9 @@ class PositionsResult:
         def cell(value):
             return "-" if value is None else f"{value:.3f}"
 
+        searched = "greedy search" if self.simulations is None else f"greedy search of {self.simulations} simulations"
         rows = [
-            f"{self.game}: greedy search on solver-labelled positions (the move shares: on the "
+            f"{self.game}: {searched} on solver-labelled positions (the move shares: on the "
             f"{self.positions['all']} where some move gives the result away)",
             f"{'phase':<8} {'positions':>9}  {'keeps result':>12} {'random':>7}  {'best move':>9} {'random':>7}",
         ]
@@ -174,7 +176,9 @@ def evaluate_agent_on_positions(agent, *, path=None, batch_size: int = DEFAULT_B
 
     if agent.spec.name not in CONNECT_FOUR_GAMES:
         raise MooziError(f"--positions measures connect_four runs against solver labels; this run plays {agent.spec.name}")
-    act = make_acting(agent.config, agent.spec, greedy_planner_config(agent.config.planner))
+    # The agent's own search (its play-time simulations), greedy.
+    act = make_acting(agent.config, agent.spec, greedy_planner_config(agent.planner))
     positions = load_positions(path).positions
     evaluator = PositionsEvaluator(agent.config, agent.spec, act, positions, batch_size=min(batch_size, len(positions)))
-    return evaluator.evaluate(agent.variables, jax.random.key(seed))
+    result = evaluator.evaluate(agent.variables, jax.random.key(seed))
+    return dataclasses.replace(result, simulations=agent.simulations)

@@ -136,6 +136,18 @@ def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkey
     assert written["keeps_result"] == pytest.approx(mz_result.keeps_result)  # the same parameters
 
 
+def test_cli_prints_and_records_the_simulations_it_searched_with(tmp_path, capsys, monkeypatch):
+    run_dir = fresh_run(tmp_path / "run", **{"planner.play_simulations": 6})
+    code, out, err = _cli(capsys, monkeypatch, run_dir, "--positions", "--simulations", 5)
+    assert code == 0, err
+    assert "5 simulations per move" in out and "greedy search of 5 simulations" in out
+    assert json.loads((run_dir / "eval-positions.json").read_text())["simulations"] == 5
+    code, out, err = _cli(capsys, monkeypatch, run_dir, "--opponent", "random", "--games", 2)
+    assert code == 0, err
+    assert "6 simulations per move" in out  # the run's planner.play_simulations
+    assert json.loads((run_dir / "eval-random.json").read_text())["simulations"] == 6
+
+
 @pytest.mark.parametrize(
     "game, extra, message",
     [
@@ -144,6 +156,8 @@ def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkey
         ("connect_four", ["--positions", "--games", "0"], "--games is not a --positions option"),
         ("connect_four", ["--positions", "--opponent", "solver"], "--opponent is not a --positions option"),
         ("tic_tac_toe", ["--opponent", "solver"], "the solver opponent plays only connect_four, not tic_tac_toe"),
+        ("connect_four", ["--simulations", "0"], "simulations must be a positive integer, got 0"),
+        ("connect_four", ["--ladder", "--simulations", "8"], "--simulations is not a ladder option"),
     ],
 )
 def test_cli_refusals_are_one_line(tmp_path, capsys, monkeypatch, game, extra, message):

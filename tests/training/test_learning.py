@@ -8,6 +8,9 @@ draws; measured with `moozi.evaluation`), so the bar is at most 10 losses in
 100 games, both seats, with wins far ahead of losses.
 """
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 
@@ -86,3 +89,33 @@ def test_the_learning_figure_smooths_only_long_curves():
     sx, sy = smoothed(xs, ys)  # a running mean of 10: x from the window's last point
     assert sx == list(range(9, 1000)) and len(sy) == 991
     np.testing.assert_allclose(sy, 0.5)
+
+
+@pytest.mark.slow
+def test_the_connect_four_benchmark_measures_a_run_at_each_simulation_count(tmp_path, capsys):
+    # A run trained before (here: one fresh checkpoint), measured at the preset's play-time
+    # simulations and at 3: one row per count, each with its counters and the machine's speed.
+    from bench.learning import main
+    from moozi.builders import env_spec
+    from moozi.config import load_saved_config
+    from moozi.runs.checkpoint import save_checkpoint
+    from tests.helpers.tiny_connect_four import fresh_run, fresh_variables
+
+    run = fresh_run(tmp_path / "run", "connect_four", **{"planner.play_simulations": 5})
+    config = load_saved_config(run / "config.json")
+    state, _ = fresh_variables(config)
+    counters = {"elapsed_seconds": 30.0, "updates": 7, "env_steps": 640}
+    save_checkpoint(run, 7, train_state=state, arrays={}, meta={"game": env_spec(config).name, "counters": counters})
+    shutil.rmtree(run / "checkpoints" / "ckpt-0000000000")  # fresh_run's, which has no counters
+    report = main(["--games", "connect_four", "--c4-run-dir", str(run), "--c4-marks", "1", "--c4-simulations",
+                   "play,3", "--c4-games", "2", "--c4-solver-games", "0", "--c4-opponents", "mcts:5",
+                   "--work-dir", str(tmp_path / "work")])
+    rows = report["connect_four"][0]["marks"]
+    assert [row["simulations"] for row in rows] == [5, 3]
+    for row in rows:
+        assert (row["minutes"], row["updates"], row["env_steps"]) == (0.5, 7, 640)
+        assert row["mcts:5"]["games"] == 2 and row["matmul_gflops_at_evaluation"] > 0
+        assert 0.0 <= row["positions"]["keeps_result"]["all"] <= 1.0
+    assert report["connect_four"][0]["train_simulations"] == 4
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["connect_four"] == json.loads(json.dumps(report["connect_four"]))
