@@ -19,6 +19,7 @@ import os
 import pathlib
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,6 +128,7 @@ class Driver:
         self._restored_window = None
         self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
         self._last_test: dict | None = None  # the latest test of this invocation, with its update
+        self._pending_test: _PendingTest | None = None  # the test in flight
         self.reanalyzer = None
         if config.train.reanalyze_fraction > 0:
             self.reanalyzer = self._backend.start(
@@ -191,19 +193,19 @@ class Driver:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def _keep_if_best(self, test_metrics: dict) -> None:
-        """Saves the tested parameters as the best checkpoint unless they test measurably worse
-        than the best test so far (`next_best`)."""
+    def _keep_if_best(self, test_metrics: dict, update: int, state_future) -> None:
+        """Saves the parameters tested after `update` (the learner's state then, `state_future`) as
+        the best checkpoint unless they test measurably worse than the best test so far (`next_best`)."""
         name, score, se = strength_score(test_metrics, self.config.train.test_episodes)
         if name is None:
             return
-        best = next_best(self._best, name, score, se, self.counters.updates)
+        best = next_best(self._best, name, score, se, update)
         if best is None:
             return
         self._best = best
-        train_state = self._backend.get(self.parameter_optimizer.call("get_state"))
+        train_state = self._backend.get(state_future)
         meta = {**self._meta(), "best": best, "test_metrics": test_metrics}
-        save_best_checkpoint(self.run_dir, self.counters.updates, train_state=train_state, meta=meta)
+        save_best_checkpoint(self.run_dir, update, train_state=train_state, meta=meta)
 
     def _restore(self) -> int | None:
         """Loads the latest checkpoint into every role; returns its step, or None when the run
@@ -269,16 +271,22 @@ class Driver:
             window.add("param_fetch_seconds", time.perf_counter() - t_params)
             counters.iteration += 1
             window.add("iteration_seconds", time.perf_counter() - t_iter)
+            # The test launched an iteration ago has played beside this iteration: its result, then
+            # the next test if one is due. A test never stops the loop, yet every test is taken up
+            # at the same point of the run, so runs and resumed runs log the same rows in order.
+            self._collect_test(last_metrics)
             if next_test is not None and counters.updates >= next_test:
-                self._test(params, last_metrics)
+                self._launch_test(params)
                 next_test += train.test_every_updates
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
                 self._log(window, started, last_metrics)
                 window = _Window()
             if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+                self._collect_test(last_metrics)  # a checkpoint holds every test launched before it
                 counters.elapsed_seconds = elapsed_before + time.monotonic() - started
                 self.checkpoint(window)
                 last_checkpoint = time.monotonic()
+        self._collect_test(last_metrics)
         counters.elapsed_seconds = elapsed_before + time.monotonic() - started
         path = self.checkpoint(window)
         if self.progress:
@@ -335,20 +343,33 @@ class Driver:
             window.add_rollout(result)
         return get(self.replay.call("ready"))
 
-    def _test(self, params, last_metrics: dict) -> None:
-        """One run of the testing worker on the network the run's agent plays (`params`, the online
-        one, or the target network), logged; keeps the parameters as the best if they are."""
+    def _launch_test(self, params) -> None:
+        """Starts one run of the testing worker on the network the run's agent plays (`params`, the
+        online one, or the target network); `_collect_test` takes up its result."""
         counters, train = self.counters, self.config.train
         if train.agent_network != "online":
             params = self._backend.get(self.parameter_optimizer.call("get_params", train.agent_network))
         seed = self.config.seed + 7919 * counters.tests
-        test_metrics = self._backend.get(self.tester.call("run", params, train.test_episodes, seed))
-        counters.tests += 1
-        self._last_test = {"update": counters.updates, **test_metrics}
-        self.logger.write(counters.updates, test_metrics, role="test")
+        metrics = self.tester.call("run", params, train.test_episodes, seed)
+        # The tested state, should it become the best checkpoint: by the time the test ends the
+        # learner has moved on. Calls to a role run in order, so this is the state after the update
+        # the parameters came from.
+        state = self.parameter_optimizer.call("get_state") if train.keep_best else None
+        self._pending_test = _PendingTest(counters.updates, metrics, state)
+
+    def _collect_test(self, last_metrics: dict) -> None:
+        """Waits for the test in flight, if any: logs it at the update it tested and keeps the tested
+        parameters as the best if they are."""
+        pending, self._pending_test = self._pending_test, None
+        if pending is None:
+            return
+        test_metrics = self._backend.get(pending.metrics)
+        self.counters.tests += 1
+        self._last_test = {"update": pending.update, **test_metrics}
+        self.logger.write(pending.update, test_metrics, role="test")
         last_metrics.update(test_metrics)
-        if train.keep_best:
-            self._keep_if_best(test_metrics)
+        if pending.state is not None:
+            self._keep_if_best(test_metrics, pending.update, pending.state)
 
     def _summary_facts(self) -> dict:
         """What `moozi.runs.summary.describe` needs beyond the counters and the last metrics."""
@@ -617,6 +638,14 @@ def training_worker_class(config: Config) -> type:
     """The training rollout worker for the config's game: `AnakinRolloutWorker` for JAX-native
     games (the whole self-play segment is one jitted program), `TrainingRolloutWorker` otherwise."""
     return AnakinRolloutWorker if is_jax_native(config.game) else TrainingRolloutWorker
+
+
+class _PendingTest(NamedTuple):
+    """The in-training test in flight: the update it tests and its backend futures."""
+
+    update: int
+    metrics: object  # the testing worker's metrics
+    state: object  # the learner's state at `update` (None: no best checkpoint is kept)
 
 
 @dataclasses.dataclass
