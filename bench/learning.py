@@ -103,7 +103,7 @@ def _seat_counts(result) -> list[dict]:
     return [{"player": s.player, "wins": s.wins, "draws": s.draws, "losses": s.losses} for s in result.per_seat]
 
 
-def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, solver_games: int,
+def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_games: int,
                  agent_kind: str, simulations: list[int | None], opponents: list[str],
                  run_dir: pathlib.Path | None = None) -> dict:
     """Trains (or, with `run_dir`, reads a run trained before) and measures each mark's checkpoint
@@ -119,7 +119,8 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
         seed, agent_kind = saved["seed"], saved["agent"]
     if run_dir is None:
         run_dir = work / f"c4-{agent_kind}-{seed}"
-        setup = _train("connect_four", max(marks), seed, run_dir, checkpoint_minutes=min(marks) / 3,
+        minutes = [m for m in marks if m != "best"]
+        setup = _train("connect_four", max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 3,
                        extra={"agent": agent_kind})
     else:
         setup = 0.0  # `moozi train`'s own clock: from the driver's start, its setup not counted
@@ -128,12 +129,19 @@ def connect_four(seed: int, marks: list[float], work: pathlib.Path, games: int, 
            "train_simulations": json.loads((run_dir / "config.json").read_text())["planner"]["num_simulations"],
            "marks": []}
     for mark in marks:
-        eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
-        elapsed, path = eligible[-1]
+        if mark == "best":  # what `load_agent(run)` plays: the in-training tests' best checkpoint
+            from moozi.runs.checkpoint import best_checkpoint
+
+            path = best_checkpoint(run_dir)
+            elapsed = json.loads((path / "meta.json").read_text())["counters"]["elapsed_seconds"]
+        else:
+            eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
+            elapsed, path = eligible[-1]
         meta = json.loads((path / "meta.json").read_text())
         for count in simulations:
             agent = load_agent(run_dir, checkpoint=path, simulations=count)
-            row = {"minutes": round((elapsed + setup) / 60, 2), "updates": meta["counters"].get("updates"),
+            row = {"mark": mark, "checkpoint": path.name,
+                   "minutes": round((elapsed + setup) / 60, 2), "updates": meta["counters"].get("updates"),
                    "env_steps": meta["counters"].get("env_steps"), "checkpoint_saved_at": meta.get("saved_at"),
                    "simulations": agent.simulations,
                    "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
@@ -254,7 +262,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here: first, first+1, ...")
     parser.add_argument("--quick", action="store_true", help="tic-tac-toe only, 4 minutes")
     parser.add_argument("--ttt-minutes", type=float, default=10.0)
-    parser.add_argument("--c4-marks", default="15,30,60", help="minutes at which connect_four is measured")
+    parser.add_argument("--c4-marks", default="15,30,60",
+                        help="minutes at which connect_four is measured; 'best': also the run's best checkpoint "
+                        "by the in-training tests (what load_agent plays)")
     parser.add_argument("--c4-games", type=int, default=100, help="games against each MCTS opponent")
     parser.add_argument("--c4-solver-games", type=int, default=20, help="games against the perfect solver")
     parser.add_argument("--c4-agent", choices=("muzero", "alphazero"), default="muzero")
@@ -314,7 +324,7 @@ def main(argv=None) -> dict:
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
-            marks = [float(m) for m in args.c4_marks.split(",")]
+            marks = [m if m == "best" else float(m) for m in args.c4_marks.split(",")]
             counts = [None if c == "play" else int(c) for c in args.c4_simulations.split(",") if c]
             opponents = [o for o in args.c4_opponents.split(",") if o]
             run_dir = pathlib.Path(args.c4_run_dir) if args.c4_run_dir else None
