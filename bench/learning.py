@@ -133,6 +133,8 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
             from moozi.runs.checkpoint import best_checkpoint
 
             path = best_checkpoint(run_dir)
+            if path is None:
+                raise SystemExit(f"{run_dir} has no best checkpoint (it trained without in-training tests)")
             elapsed = json.loads((path / "meta.json").read_text())["counters"]["elapsed_seconds"]
         else:
             eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
@@ -325,6 +327,10 @@ def main(argv=None) -> dict:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
             marks = [m if m == "best" else float(m) for m in args.c4_marks.split(",")]
+            if args.c4_run_dir is None and all(m == "best" for m in marks):
+                parser.error("--c4-marks: name at least one minute to train for (e.g. 60,best)")
+            if args.c4_run_dir is not None and args.seeds != 1:
+                parser.error("--c4-run-dir measures one run: give --seeds 1")
             counts = [None if c == "play" else int(c) for c in args.c4_simulations.split(",") if c]
             opponents = [o for o in args.c4_opponents.split(",") if o]
             run_dir = pathlib.Path(args.c4_run_dir) if args.c4_run_dir else None

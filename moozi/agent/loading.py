@@ -57,7 +57,8 @@ class Agent:
         # (epsilon-greedy training episodes) and our PPO/IMPALA evaluations act.
         self.sample = sample
         if sample:
-            self.planner = dataclasses.replace(config.planner, num_simulations=simulations or config.planner.num_simulations)
+            count = config.planner.num_simulations if simulations is None else simulations
+            self.planner = dataclasses.replace(config.planner, num_simulations=count)
         else:
             self.planner = play_planner_config(config.planner, simulations)
         self.simulations = self.planner.num_simulations

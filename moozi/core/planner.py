@@ -54,7 +54,7 @@ class PlannerConfig:
     worth a lot (OpenSpiel's MCTS keeps the solver's result on 0.785 of the labelled Connect Four
     positions with 100 rollouts and 0.868 with 1,000), and it costs nothing during training. The
     training workers and the in-training test search with `num_simulations`: the test only
-    compares checkpoints of one run, and it stops the loop while it plays."""
+    compares checkpoints of one run, and it shares the cores with training while it plays."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""
     pb_c_base: float = 19652.0
@@ -392,7 +392,9 @@ def greedy_planner_config(config: PlannerConfig) -> PlannerConfig:
 def play_planner_config(config: PlannerConfig, simulations: int | None = None) -> PlannerConfig:
     """The search of a trained agent at play time: greedy, with `simulations` simulations, else
     the config's `play_simulations`, else its training `num_simulations`."""
-    count = simulations or config.play_simulations or config.num_simulations
+    count = next(n for n in (simulations, config.play_simulations, config.num_simulations) if n is not None)
+    if count < 1:
+        raise MooziError(f"simulations must be a positive integer, got {count}")
     return dataclasses.replace(greedy_planner_config(config), num_simulations=count)
 
 

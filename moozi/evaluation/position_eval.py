@@ -176,6 +176,8 @@ def evaluate_agent_on_positions(agent, *, path=None, batch_size: int = DEFAULT_B
 
     if agent.spec.name not in CONNECT_FOUR_GAMES:
         raise MooziError(f"--positions measures connect_four runs against solver labels; this run plays {agent.spec.name}")
+    if agent.simulations is None:
+        raise MooziError(f"--positions measures a searching agent's moves; this run's agent is {agent.config.agent}")
     # The agent's own search (its play-time simulations), greedy.
     act = make_acting(agent.config, agent.spec, greedy_planner_config(agent.planner))
     positions = load_positions(path).positions

@@ -193,19 +193,19 @@ class Driver:
             keep=self.config.train.keep_checkpoints,
         )
 
-    def _keep_if_best(self, test_metrics: dict, update: int, state_future) -> None:
-        """Saves the parameters tested after `update` (the learner's state then, `state_future`) as
-        the best checkpoint unless they test measurably worse than the best test so far (`next_best`)."""
+    def _keep_if_best(self, test_metrics: dict, tested: "_PendingTest") -> None:
+        """Saves the tested parameters (the learner's state at the tested update) as the best
+        checkpoint unless they test measurably worse than the best test so far (`next_best`)."""
         name, score, se = strength_score(test_metrics, self.config.train.test_episodes)
         if name is None:
             return
-        best = next_best(self._best, name, score, se, update)
+        best = next_best(self._best, name, score, se, tested.update)
         if best is None:
             return
         self._best = best
-        train_state = self._backend.get(state_future)
-        meta = {**self._meta(), "best": best, "test_metrics": test_metrics}
-        save_best_checkpoint(self.run_dir, update, train_state=train_state, meta=meta)
+        train_state = self._backend.get(tested.state)
+        meta = {**tested.meta, "best": best, "test_metrics": test_metrics}
+        save_best_checkpoint(self.run_dir, tested.update, train_state=train_state, meta=meta)
 
     def _restore(self) -> int | None:
         """Loads the latest checkpoint into every role; returns its step, or None when the run
@@ -276,6 +276,7 @@ class Driver:
             # at the same point of the run, so runs and resumed runs log the same rows in order.
             self._collect_test(last_metrics)
             if next_test is not None and counters.updates >= next_test:
+                counters.elapsed_seconds = elapsed_before + time.monotonic() - started  # for BEST's meta
                 self._launch_test(params)
                 next_test += train.test_every_updates
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
@@ -355,7 +356,7 @@ class Driver:
         # learner has moved on. Calls to a role run in order, so this is the state after the update
         # the parameters came from.
         state = self.parameter_optimizer.call("get_state") if train.keep_best else None
-        self._pending_test = _PendingTest(counters.updates, metrics, state)
+        self._pending_test = _PendingTest(counters.updates, metrics, state, self._meta())
 
     def _collect_test(self, last_metrics: dict) -> None:
         """Waits for the test in flight, if any: logs it at the update it tested and keeps the tested
@@ -369,7 +370,7 @@ class Driver:
         self.logger.write(pending.update, test_metrics, role="test")
         last_metrics.update(test_metrics)
         if pending.state is not None:
-            self._keep_if_best(test_metrics, pending.update, pending.state)
+            self._keep_if_best(test_metrics, pending)
 
     def _summary_facts(self) -> dict:
         """What `moozi.runs.summary.describe` needs beyond the counters and the last metrics."""
@@ -492,6 +493,10 @@ class Driver:
         print(line.ljust(100), end=end, file=sys.stderr, flush=True)
 
     def close(self) -> None:
+        if self._backend.kind == "inline" and self._pending_test is not None:
+            # A stop that gave up on another role's wait, or an error, can leave a test playing on its
+            # thread: end it at its next step rather than wait for all of it (Ray actors are killed).
+            self.tester.obj.cancel()
         for handle in [*self.workers, self.tester, self.reanalyzer, self.parameter_optimizer, self.replay]:
             if handle is not None and self._backend.kind == "inline":
                 handle.drain()
@@ -646,6 +651,7 @@ class _PendingTest(NamedTuple):
     update: int
     metrics: object  # the testing worker's metrics
     state: object  # the learner's state at `update` (None: no best checkpoint is kept)
+    meta: dict  # the run's checkpoint metadata at `update` (its counters then)
 
 
 @dataclasses.dataclass

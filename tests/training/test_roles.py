@@ -143,3 +143,27 @@ def test_reanalyze_worker_replaces_only_search_statistics(config, learner):
     steps = replay.replace_search_statistics(out)
     assert steps == sum(len(by_id[i].action) for i, _, _ in out)
     worker.close()
+
+
+def test_a_cancelled_test_ends_at_its_next_step(tmp_path):
+    # Freeway's episodes last 2,500 steps: a test cancelled from another thread (a run closing while
+    # its test plays beside the loop) ends within a few steps instead of playing them all.
+    import threading
+
+    from tests.helpers.tiny_connect_four import fresh_variables, tiny_config as game_config
+
+    config = game_config("freeway", **{"train.test_max_steps": 2_500})
+    _, variables = fresh_variables(config)
+    tester = Tester(config)
+    steps = []
+    act = tester._act
+
+    def counting_act(*args):
+        steps.append(1)
+        if len(steps) == 5:
+            threading.Thread(target=tester.cancel).start()
+        return act(*args)
+
+    tester._act = counting_act
+    tester.run(variables, 2, 0)
+    assert 5 <= len(steps) < 50

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import jax
 import numpy as np
 
@@ -37,6 +39,12 @@ class TestingRolloutWorker:
             # Read now, so a missing data file stops the run before training, not at its first test.
             self._positions = test_positions()
         self._position_evaluators = {}  # batch size -> PositionsEvaluator: inputs built once per size
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Ends a test in progress at its next step: the run is closing and will not read it. Called
+        from another thread (a test plays beside the training loop, which may stop meanwhile)."""
+        self._cancelled.set()
 
     def run(self, params, episodes: int, seed: int) -> dict[str, float]:
         spec = self.spec
@@ -52,7 +60,7 @@ class TestingRolloutWorker:
             total = np.zeros(episodes, np.float64)
             outcome = np.zeros(episodes, np.float64)  # two-player: +1 win, 0 draw, -1 loss for the agent
             steps = 0
-            while not done.all() and steps < self.config.train.test_max_steps:
+            while not done.all() and steps < self.config.train.test_max_steps and not self._cancelled.is_set():
                 key, sub = jax.random.split(key)
                 env_state = env.state if self._needs_env_state else None
                 history, out = self._act(params, history, step, last_action, env_state, sub)
@@ -86,7 +94,7 @@ class TestingRolloutWorker:
                 "test_draw_rate": float(np.mean(outcome == 0)),
                 "test_loss_rate": float(np.mean(outcome < 0)),
             }
-            if self._positions is not None:
+            if self._positions is not None and not self._cancelled.is_set():
                 metrics.update(self._position_metrics(params, episodes, jax.random.key(seed)))
             return metrics
         return {"test_return": float(np.mean(total)), "test_return_std": float(np.std(total)),
