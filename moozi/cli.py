@@ -273,7 +273,8 @@ def _cmd_play(args) -> int:
     from moozi.agent.human import play_human
 
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
-    print(f"checkpoint {agent.checkpoint}{_searching(agent)}", file=sys.stderr)
+    # --web: stdout's first line is the page's address (scripts read it), so this goes to stderr.
+    print(f"checkpoint {agent.checkpoint}{_searching(agent)}", file=sys.stderr if args.web else sys.stdout)
     if args.web:
         from moozi.agent.web_play import serve
 

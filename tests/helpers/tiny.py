@@ -9,6 +9,7 @@ TINY = {
     "network.mlp_hidden_state_size": "8",
     "network.head_hidden": "16",
     "planner.num_simulations": "4",
+    "planner.play_simulations": "none",  # tiny runs play as they train (a preset's play-time count is not tiny)
     "env.num_envs": "4",
     "train.batch_size": "8",
     "train.rollout_steps": "6",

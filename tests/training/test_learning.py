@@ -64,7 +64,8 @@ def test_connect_four_muzero_learns_in_a_few_minutes(tmp_path):
 
     _train("connect_four", None, tmp_path / "run",
            **{"train.batch_size": 64, "targets.num_unroll_steps": 3, "replay.min_fill": 1000,
-              "train.max_env_steps": C4_ENV_STEPS})
+              "train.max_env_steps": C4_ENV_STEPS,
+              "planner.play_simulations": "none"})  # measured playing with its 16 training simulations
     agent = load_agent(tmp_path / "run")  # the best checkpoint by the in-training test
     result = evaluate(agent, "connect_four", "random", num_games=100, seed=123)
     assert result.wins >= 70, result.format_table()
