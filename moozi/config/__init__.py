@@ -12,7 +12,7 @@ from moozi.config.loading import (
     save_config,
 )
 from moozi.config.overrides import ConfigError
-from moozi.config.presets import AGENT_PRESET_OVERRIDES, LIBRARY_PRESETS, PRESET_OVERRIDES, preset_overrides
+from moozi.config.presets import LIBRARY_PRESETS, PRESET_OVERRIDES, preset_overrides
 from moozi.config.schema import (
     TESTING_WORKER_CPUS,
     BackendConfig,
@@ -30,7 +30,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "EnvConfig",
-    "AGENT_PRESET_OVERRIDES",
     "LIBRARY_PRESETS",
     "PRESET_OVERRIDES",
     "TrainConfig",

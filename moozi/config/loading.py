@@ -46,12 +46,10 @@ def build_config(
     overrides: Mapping[str, Any] | None = None,
 ) -> Config:
     """Defaults -> preset(game) -> config file -> overrides, each validated."""
-    file_overrides = load_config_file(config_file) if config_file is not None else {}
-    # The agent kind is known before the preset is applied: a preset may set some keys per kind.
-    agent = next((str(layer["agent"]) for layer in (overrides or {}, file_overrides) if "agent" in layer), "muzero")
     config = Config(game=game)
-    config = apply_overrides(config, preset_overrides(game, agent))
-    if file_overrides:
+    config = apply_overrides(config, preset_overrides(game))
+    if config_file is not None:
+        file_overrides = load_config_file(config_file)
         config = apply_overrides(config, file_overrides)
     if overrides:
         config = apply_overrides(config, overrides)

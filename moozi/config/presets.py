@@ -261,18 +261,13 @@ ATARI_PRESET = {
     # agent=impala: the paper's Atari network, one shared torso.
     "impala.shared_torso": True,
 }
-# What a game's preset sets differently for one agent kind, on top of its shared settings (applied
-# after the shared ones, before a config file and --set).
-AGENT_PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {}
-
 # Presets for every game of a library, where a game has no preset of its own.
 LIBRARY_PRESETS: dict[str, dict[str, Any]] = {"atari": ATARI_PRESET}
 
 
-def preset_overrides(game: str, agent: str = "muzero") -> dict[str, Any]:
-    """The preset for a game name: its own, else its library's (`atari:<game>`), else none; with the
-    game's settings for `agent` on top (`AGENT_PRESET_OVERRIDES`)."""
+def preset_overrides(game: str) -> dict[str, Any]:
+    """The preset for a game name: its own, else its library's (`atari:<game>`), else none."""
     if game in PRESET_OVERRIDES:
-        return {**PRESET_OVERRIDES[game], **AGENT_PRESET_OVERRIDES.get(game, {}).get(agent, {})}
+        return dict(PRESET_OVERRIDES[game])
     library = game.split(":", 1)[0].lower() if ":" in game else None
     return dict(LIBRARY_PRESETS.get(library, {}))

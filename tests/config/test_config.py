@@ -162,20 +162,3 @@ def test_minatar_games_share_one_preset_with_only_the_measured_overrides():
     assert (config.loss.value_coef, config.loss.entropy_coef) == (1.0, 0.1)
     assert (build_config("asterix").loss.value_coef, build_config("asterix").loss.entropy_coef) == (0.25, 0.0)
     assert config.network.mlp_conv_channels == 16 and build_config("asterix").network.mlp_conv_channels == 0
-
-
-def test_a_preset_can_set_keys_for_one_agent_kind(tmp_path, monkeypatch):
-    # The agent kind comes from --set or the config file; the preset's settings for that kind go on
-    # top of its shared ones, and a config file or --set still overrides them.
-    from moozi.config import presets
-
-    monkeypatch.setitem(presets.AGENT_PRESET_OVERRIDES, "tic_tac_toe", {"alphazero": {"planner.play_simulations": 77}})
-    assert build_config("tic_tac_toe").planner.play_simulations is None
-    assert build_config("tic_tac_toe", overrides={"agent": "alphazero"}).planner.play_simulations == 77
-    config_file = tmp_path / "az.toml"
-    config_file.write_text('agent = "alphazero"\n')
-    assert build_config("tic_tac_toe", config_file=config_file).planner.play_simulations == 77
-    both = build_config("tic_tac_toe", overrides={"agent": "alphazero", "planner.play_simulations": "5"})
-    assert both.planner.play_simulations == 5
-    shared = presets.PRESET_OVERRIDES["tic_tac_toe"]["planner.num_simulations"]
-    assert build_config("tic_tac_toe", overrides={"agent": "alphazero"}).planner.num_simulations == shared
