@@ -54,8 +54,9 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         # the search is the expensive part, so each collected step is worth learning from twice.
         "planner.search_policy": "gumbel_muzero",
         "planner.num_simulations": 16,
-        # Play searches more than training does: 60 minutes, seed 0, against mcts:1000 the best
-        # checkpoint scored 17-5-18 with 100 simulations and 13-0-27 with 16 (docs/board_games.md,
+        # Play searches more than training does (both agents): against mcts:1000 after 60 minutes,
+        # seed 0, MuZero's best checkpoint scored 17-5-18 with 100 simulations and 13-0-27 with 16,
+        # AlphaZero mode's 36-1-3 with 100, 34-1-5 with 16 and 33-1-6 with 400 (docs/board_games.md,
         # "Search at play time").
         "planner.play_simulations": 100,
         "train.updates_per_iteration": 8,
