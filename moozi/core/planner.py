@@ -393,8 +393,6 @@ def play_planner_config(config: PlannerConfig, simulations: int | None = None) -
     """The search of a trained agent at play time: greedy, with `simulations` simulations, else
     the config's `play_simulations`, else its training `num_simulations`."""
     count = next(n for n in (simulations, config.play_simulations, config.num_simulations) if n is not None)
-    if count < 1:
-        raise MooziError(f"simulations must be a positive integer, got {count}")
     return dataclasses.replace(greedy_planner_config(config), num_simulations=count)
 
 
