@@ -37,6 +37,7 @@ __all__ = [
     "area_score",
     "format_score",
     "play_move",
+    "repeats_position",
     "ILLEGAL",
     "REPEATS_POSITION",
     "GAME_OVER",
@@ -149,15 +150,22 @@ def format_score(score: float) -> str:
     return f"{'B' if score > 0 else 'W'}+{text}"
 
 
+def repeats_position(state: pyspiel.State, action: int) -> bool:
+    """Whether the legal `action` is a stone that recreates an earlier board (OpenSpiel ends the game
+    there as a draw, before its length limit; Tromp–Taylor's positional superko forbids it)."""
+    if action == state.num_distinct_actions() - 1:
+        return False
+    child = state.child(action)
+    return child.is_terminal() and len(child.history()) < state.get_game().max_game_length()
+
+
 def play_move(state: pyspiel.State, action: int) -> str | None:
     """Applies `action` for the player to move, or returns why not (ILLEGAL, REPEATS_POSITION, GAME_OVER)."""
     if state.is_terminal():
         return GAME_OVER
     if action not in state.legal_actions():
         return ILLEGAL
-    child = state.child(action)
-    pass_action = state.num_distinct_actions() - 1
-    if child.is_terminal() and action != pass_action and len(child.history()) < state.get_game().max_game_length():
+    if repeats_position(state, action):
         return REPEATS_POSITION
     state.apply_action(action)
     return None

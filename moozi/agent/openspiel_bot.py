@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyspiel
 
+from moozi.agent.pass_rule import apply_pass_rule
 from moozi.envs.base import DUMMY_ACTION
 from moozi.envs.openspiel import OpenSpielEnv
 from moozi.envs.registry import make_env
@@ -61,6 +62,9 @@ class MooziBot(pyspiel.Bot):
         step = steps[-1][0]
         if len(steps) == 1:
             step = step._replace(is_first=np.bool_(True))
+        decided, step = apply_pass_rule(agent.config.planner.play_pass_rule, state, step)
+        if decided is not None:
+            return decided
         _, action, _ = agent.act(history, step, last_action, env_state)
         if action == DUMMY_ACTION or not step.legal_actions[action]:
             raise MooziError(f"the agent chose an illegal action {action} at {state.history_str()}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +39,9 @@ class SearchPolicy(enum.Enum):
     GUMBEL_MUZERO = "gumbel_muzero"  # Gumbel top-k + sequential halving at the root
 
 
+PASS_RULES = ("search", "after_opponent_if_ahead")  # planner.play_pass_rule (moozi/agent/pass_rule.py)
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannerConfig:
     """Search settings (thesis 3.7, 5.2.5; Gumbel MuZero for the alternative)."""
@@ -55,6 +58,11 @@ class PlannerConfig:
     positions with 100 rollouts and 0.868 with 1,000), and it costs nothing during training. The
     training workers and the in-training test search with `num_simulations`: the test only
     compares checkpoints of one run, and it shares the cores with training while it plays."""
+    play_pass_rule: Literal["search", "after_opponent_if_ahead"] = "search"
+    """Go only, at play time (`load_agent` and everything built on it, as `play_simulations`):
+    "search" lets the search pass whenever it likes; "after_opponent_if_ahead" never passes first
+    and, once the opponent has passed, passes exactly when the area count wins
+    (moozi/agent/pass_rule.py). Training and the in-training test are unchanged."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""
     pb_c_base: float = 19652.0
@@ -93,6 +101,8 @@ class PlannerConfig:
             raise MooziError(f"planner.search_policy={self.search_policy!r}; allowed: {allowed}") from None
         if self.num_simulations < 1:
             raise MooziError(f"planner.num_simulations must be >= 1, got {self.num_simulations}")
+        if self.play_pass_rule not in PASS_RULES:
+            raise MooziError(f"planner.play_pass_rule={self.play_pass_rule!r}; allowed: {', '.join(PASS_RULES)}")
         if self.play_simulations is not None and self.play_simulations < 1:
             raise MooziError(f"planner.play_simulations must be >= 1 (or unset: num_simulations), got {self.play_simulations}")
         if not 0.0 <= self.dirichlet_fraction <= 1.0:
