@@ -25,7 +25,7 @@ GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 # "-host": the run went through `moozi train`'s driver on MinAtar's own envs, not the gymnax twin's Anakin loop.
 COLOURS = {"muzero": "tab:blue", "ppo": "tab:orange", "impala": "tab:green", "ppo-host": "tab:red",
            "impala-host": "tab:olive"}
-# The MinAtar paper's DQN and AC(lambda) at 5M frames, read off its learning curves (README, "MinAtar").
+# The MinAtar paper's DQN and AC(lambda) at 5M frames, read off its learning curves (bench/peers/published.json).
 PAPER = {"breakout": (10.0, 17.6), "asterix": (17.2, 19.3), "freeway": (50.2, 47.5), "seaquest": (20.3, 15.7),
          "space_invaders": (43.0, 186.0)}
 

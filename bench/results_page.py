@@ -1,0 +1,550 @@
+"""Writes docs/results.md and the README's results table from the result files in bench/results/.
+
+    python bench/results_page.py           # rewrite docs/results.md and the table in README.md
+    python bench/results_page.py --check   # exit 1, naming what differs, when either is out of date
+
+Every figure on the page comes from a file: the JSON objects the benchmarks print last, saved in
+bench/results/ (its subfolders ablations/ and superseded/ are not read), and the published figures
+in bench/peers/published.json. A game with no file gets no section and no README row; a file no
+adapter knows stops the script, so a new kind of result gets an adapter here before it is shown.
+tests/test_results_page.py runs the check.
+
+One adapter per kind of result file (the keys each one reads):
+
+- `bench/learning.py` reports (`"benchmark": "learning"`, `matmul_gflops`, and the machine's speed
+  during training as `matmul_gflops_training` where it was measured apart), one list of runs per game:
+  - `tic_tac_toe`: runs of `seed`, `minutes_to_no_losses_vs_minimax` (null: not within the budget),
+    `curve` [{`minutes`, `losses_vs_minimax`}], `at_target_vs_random` {`wins`, `draws`, `losses`}.
+  - `connect_four`: runs of `seed`, `agent`, `marks` [{`minutes`, `updates`, `env_steps`,
+    `simulations`, `mcts:1000` {`wins`, `draws`, `losses`, `games`}, `solver` {`games`, `per_seat`
+    [{`wins`, `draws`, `losses`}]}, `positions` {`keeps_result` {`all`}, `random_keeps_result` {`all`}}}].
+  - `go9`: runs as below.
+  - `breakout`, `asterix`, `freeway`, `seaquest`, `space_invaders` (MuZero) and `GAME:ppo`,
+    `GAME:impala`, `GAME:ppo-host`, `GAME:impala-host`: runs of `seed`, `marks` [{`minutes`, `updates`,
+    `env_steps`, `mean_return`, `bootstrap_ci`, `episodes`, `max_steps`, optional
+    `sampled_mean_return`, `sampled_bootstrap_ci`}]; optional `resumed_after_kill` at the top.
+- go9, either as a `go9` run of a `bench/learning.py` report or as one object of its own, e.g.
+  bench/results/2026-11-27-go9-alphazero-seed0.json:
+
+      {"game": "go9", "agent": "alphazero", "seed": 0, "minutes": 60, "matmul_gflops": 120.5,
+       "vs_random": {"wins": 38, "draws": 0, "losses": 2, "games": 40},
+       "vs_gnugo_level1": {"wins": 1, "games": 10, "margins": [-12.5, 3.5, ...]}}
+
+  Required: `game`, `agent`, `seed`, `minutes` (training minutes of the checkpoint played),
+  `matmul_gflops` (here or in the report around it), `vs_random` {`wins`, `draws`, `losses`, `games`}.
+  Optional: `updates`, `env_steps`, and the GNU Go match as `vs_gnugo_level1` or as `vs_gnugo` with
+  its `engine` command line ({`wins`, `games`, optional `draws`, and `margins`: each game's area-score
+  margin from the agent's side, positive when it won, null for a game not scored).
+- The Atari hour (`"benchmark": "atari_pong_hour"`): `summary` (the run's RUN/summary.json),
+  `episode_returns` [[minutes, mean return of the log window's training episodes], ...], optional
+  `matmul_gflops`.
+- `python -m bench` summaries (`machine`, `metrics`, `load_average_before`, `seconds`).
+- `bench/anakin.py` output saved as text (.txt): its last line, the JSON object, `anakin_vs_host`,
+  `anakin_vs_host_median`, `pairs` {PAIR: {`host_ms_per_batch_step`, `host_outside_acting_ms_per_batch_step`}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import pathlib
+import re
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from moozi.evaluation.intervals import wilson_interval  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+PUBLISHED = ROOT / "bench" / "peers" / "published.json"
+PAGE = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+TABLE_START = "<!-- results table: written by bench/results_page.py from bench/results/ -->"
+TABLE_END = "<!-- end of the results table -->"
+
+MINATAR = ("breakout", "space_invaders", "asterix", "seaquest", "freeway")
+MINATAR_NAMES = {"breakout": "Breakout", "space_invaders": "Space Invaders", "asterix": "Asterix",
+                 "seaquest": "Seaquest", "freeway": "Freeway"}
+AGENTS = ("muzero", "ppo", "impala", "ppo-host", "impala-host")
+AGENT_NAMES = {"muzero": "MuZero", "alphazero": "AlphaZero mode", "ppo": "PPO", "impala": "IMPALA",
+               "ppo-host": "PPO, host path", "impala-host": "IMPALA, host path"}
+# connect_four's planner.play_simulations (moozi/config/presets.py): the count `load_agent` plays with.
+C4_PLAY_SIMULATIONS = 100
+# The preset's agent of each game (moozi/config/presets.py); the README's row shows that agent.
+PRESET_AGENT = {"tic_tac_toe": "muzero", "connect_four": "muzero", "go9": "alphazero", **{g: "muzero" for g in MINATAR}}
+# The investigations behind the presets' settings (docs/experiments/), linked at the page's end.
+EXPERIMENTS = [
+    ("What limits Asterix, Seaquest and Freeway", "experiments/2026-11-25-minatar-asterix-seaquest-freeway.md"),
+    ("MuZero, PPO and IMPALA on MinAtar", "experiments/2026-11-25-minatar-agents.md"),
+    ("Atari Pong, one hour on one core", "experiments/2026-11-25-atari-pong-hour.md"),
+    ("Measurements without a result file", "experiments/2026-11-22-measurements-without-result-files.md"),
+]
+
+
+@dataclasses.dataclass
+class Results:
+    tic_tac_toe: list = dataclasses.field(default_factory=list)  # (file, report, run)
+    connect_four: list = dataclasses.field(default_factory=list)  # (file, report, run, mark)
+    go9: list = dataclasses.field(default_factory=list)  # (file, report, run)
+    minatar: list = dataclasses.field(default_factory=list)  # (file, report, game, agent, run, mark)
+    atari_pong: list = dataclasses.field(default_factory=list)  # (file, report)
+    bench_summary: list = dataclasses.field(default_factory=list)  # (file, report)
+    anakin: list = dataclasses.field(default_factory=list)  # (file, report)
+
+
+def read_files(directory: pathlib.Path = RESULTS) -> list[tuple[str, dict]]:
+    """(file name, JSON object) of every result file directly in `directory`."""
+    files = []
+    for path in sorted(directory.iterdir()):
+        if path.suffix == ".json":
+            files.append((path.name, json.loads(path.read_text())))
+        elif path.suffix == ".txt":
+            # A benchmark's printed output: its table, then its JSON object on the last line.
+            last = path.read_text().strip().splitlines()[-1]
+            try:
+                files.append((path.name, json.loads(last)))
+            except json.JSONDecodeError:
+                raise SystemExit(f"{path}: the last line is not a benchmark's JSON object") from None
+    return files
+
+
+def collect(files: list[tuple[str, dict]]) -> Results:
+    results = Results()
+    for name, report in files:
+        if report.get("benchmark") == "atari_pong_hour":
+            results.atari_pong.append((name, report))
+        elif report.get("benchmark") == "anakin":
+            results.anakin.append((name, report))
+        elif "machine" in report and "metrics" in report:
+            results.bench_summary.append((name, report))
+        elif report.get("game") == "go9":
+            results.go9.append((name, report, report))
+        elif report.get("benchmark") == "learning":
+            _collect_learning(name, report, results)
+        else:
+            raise SystemExit(f"bench/results/{name}: no adapter in bench/results_page.py reads this kind of file")
+    return results
+
+
+def _collect_learning(name: str, report: dict, results: Results) -> None:
+    games = 0
+    for key, runs in report.items():
+        if not isinstance(runs, list) or key == "matmul_gflops_training":
+            continue
+        game, _, agent = key.partition(":")
+        games += 1
+        for run in runs:
+            if key == "tic_tac_toe":
+                results.tic_tac_toe.append((name, report, run))
+            elif key == "connect_four":
+                results.connect_four.extend((name, report, run, mark) for mark in run["marks"])
+            elif key == "go9":
+                results.go9.append((name, report, run))
+            elif game in MINATAR and (agent or "muzero") in AGENTS:
+                results.minatar.extend((name, report, game, agent or "muzero", run, mark) for mark in run["marks"])
+            else:
+                raise SystemExit(f"bench/results/{name}: no adapter in bench/results_page.py reads its {key!r} runs")
+    if not games:
+        raise SystemExit(f"bench/results/{name}: a bench/learning.py report without runs")
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+def num(x: float, digits: int = 2) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def interval(pair, digits: int = 2) -> str:
+    return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]" if pair else "—"
+
+
+def millions(x: int) -> str:
+    return f"{x / 1e6:.1f}M"
+
+
+def count(x) -> str:
+    return "—" if x is None else f"{x:,}"
+
+
+def gflops(report: dict, run: dict | None = None) -> str:
+    """The machine's matmul speed while the run trained: measured apart where the file says so."""
+    run = run or {}
+    training = run.get("matmul_gflops_training", report.get("matmul_gflops_training"))
+    if training:
+        low, high = min(training), max(training)
+        return num(low, 1) if low == high else f"{num(low, 1)}-{num(high, 1)}"
+    value = run.get("matmul_gflops", report.get("matmul_gflops"))
+    return "not recorded" if value is None else num(value, 1)
+
+
+def file_link(name: str) -> str:
+    return f"[{name}](../bench/results/{name})"
+
+
+def wdl(row: dict) -> str:
+    return f"{row['wins']}-{row.get('draws', 0)}-{row['losses']}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def mark_minute(minutes: float) -> int:
+    """The mark a measurement was asked for (30.19 minutes of training is the 30-minute mark)."""
+    return int(round(minutes))
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Row:
+    """One game's line in the summary table (the README's, and this page's first)."""
+    game: str
+    anchor: str
+    agent: str
+    result: str
+    seeds: str
+    interval: str
+    minutes: str
+    published: str
+
+
+def tic_tac_toe_section(results: Results) -> tuple[list[str], Row | None]:
+    runs = results.tic_tac_toe
+    if not runs:
+        return [], None
+    lines = ["## Tic-tac-toe", "",
+             "`python bench/learning.py --games tic_tac_toe`: the preset trains with a checkpoint every 15 s;",
+             "the checkpoints are then played in order against `minimax` (100 games, both seats), and the row",
+             "gives the training minutes of the first that lost none (compiling included), then that one's",
+             "result against a random player (wins-draws-losses of 100). Losses to `minimax` at each checkpoint",
+             "are listed as minutes: losses.", ""]
+    rows, reached = [], []
+    for name, report, run in runs:
+        minutes = run["minutes_to_no_losses_vs_minimax"]
+        budget = max(point["minutes"] for point in run["curve"])
+        if minutes is not None:
+            reached.append(minutes)
+        vs_random = run.get("at_target_vs_random")
+        curve = ", ".join(f"{p['minutes']:.2f}: {p['losses_vs_minimax']}" for p in run["curve"])
+        rows.append([str(run["seed"]), num(minutes) if minutes is not None else f"none within {num(budget)}",
+                     wdl(vs_random) if vs_random else "—", curve, gflops(report, run), file_link(name)])
+    lines += table(["seed", "minutes to no losses vs `minimax`", "then vs random", "losses vs `minimax` by minute",
+                    "matmul GFLOP/s", "file"], rows)
+    budget = max(max(p["minutes"] for p in run["curve"]) for _, _, run in runs)
+    if reached:
+        result = (f"loses none of 100 games to `minimax` after {' / '.join(num(m) for m in sorted(reached))} min"
+                  f" ({len(reached)} of {len(runs)} seeds within {num(budget)} min)")
+    else:
+        result = f"no seed loses none of 100 games to `minimax` within {num(budget)} min"
+    row = Row("Tic-tac-toe", "tic-tac-toe", "MuZero", result, str(len(runs)), "—", num(budget, 1), "—")
+    return lines, row
+
+
+def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
+    marks = results.connect_four
+    if not marks:
+        return [], None
+    lines = ["## Connect Four", "",
+             "`python bench/learning.py --games connect_four [--c4-agent alphazero]`: after training, the best",
+             "checkpoint (what `load_agent` plays) searches with each number of play-time simulations against",
+             "`mcts:1000` (OpenSpiel's MCTS with 1,000 simulations, both seats) and the perfect `solver`, and is",
+             "scored on the solver-labelled positions ([board games](board_games.md)): the share of positions where",
+             "its move keeps the game's result, beside a random mover's share. The preset plays with",
+             f"{C4_PLAY_SIMULATIONS} simulations. Win rates with their 95% Wilson interval.", ""]
+    rows = []
+    for name, report, run, mark in sorted(marks, key=lambda m: (m[2]["agent"] != "muzero", m[2]["seed"], m[3]["simulations"])):
+        versus = mark["mcts:1000"]
+        solver = sum(seat["wins"] for seat in mark["solver"]["per_seat"])
+        positions = mark["positions"]
+        rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(mark["minutes"], 1), count(mark["updates"]),
+                     count(mark["env_steps"]), str(mark["simulations"]),
+                     f"{wdl(versus)} of {versus['games']}",
+                     interval(wilson_interval(versus["wins"], versus["games"])),
+                     f"{solver} of {mark['solver']['games']}",
+                     f"{positions['keeps_result']['all']:.3f} ({positions['random_keeps_result']['all']:.3f})",
+                     gflops(report, run), file_link(name)])
+    lines += table(["agent", "seed", "minutes", "updates", "env steps", "simulations at play",
+                    "vs `mcts:1000` (W-D-L)", "win rate, 95%", "wins vs `solver`",
+                    "positions: keeps the result (random mover)", "matmul GFLOP/s", "file"], rows)
+    headline = [m for m in marks if m[2]["agent"] == PRESET_AGENT["connect_four"] and m[3]["simulations"] == C4_PLAY_SIMULATIONS]
+    if not headline:
+        return lines, None
+    _, _, run, mark = headline[0]
+    versus = mark["mcts:1000"]
+    others = [m for m in marks if m[2]["agent"] != PRESET_AGENT["connect_four"] and m[3]["simulations"] == C4_PLAY_SIMULATIONS]
+    result = (f"{wdl(versus)} in {versus['games']} games vs `mcts:1000`; positions {mark['positions']['keeps_result']['all']:.3f}")
+    for _, _, other_run, other in others:
+        result += (f" (`--set agent={other_run['agent']}`: {wdl(other['mcts:1000'])},"
+                   f" {other['positions']['keeps_result']['all']:.3f})")
+    low, high = wilson_interval(versus["wins"], versus["games"])
+    row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
+              f"win rate {low:.0%}-{high:.0%} (Wilson)", num(mark["minutes"], 1), "—")
+    return lines, row
+
+
+def _gnugo(run: dict) -> tuple[str, dict] | None:
+    if "vs_gnugo_level1" in run:
+        return "GNU Go level 1", run["vs_gnugo_level1"]
+    if "vs_gnugo" in run:
+        level = re.search(r"--level (\d+)", run["vs_gnugo"].get("engine", ""))
+        return ("GNU Go level " + level.group(1)) if level else "GNU Go", run["vs_gnugo"]
+    return None
+
+
+def go9_section(results: Results) -> tuple[list[str], Row | None]:
+    runs = results.go9
+    if not runs:
+        return [], None
+    lines = ["## Go 9×9", "",
+             "The go9 preset (9×9, komi 7.5) trained for the minutes given; its checkpoint then plays a random",
+             "mover (both seats) and GNU Go through `bench/gtp_match.py` (colours alternating, Chinese rules,",
+             "scored by the referee's area count; docs/go.md). Margins are from the agent's side: positive when it",
+             "won by that many points. Win rates with their 95% Wilson interval.", ""]
+    rows = []
+    for name, report, run in runs:
+        vs_random = run["vs_random"]
+        gnugo = _gnugo(run)
+        if gnugo:
+            opponent, match = gnugo
+            margins = ", ".join("not scored" if m is None else f"{m:+g}" for m in match.get("margins", []))
+            versus = f"{opponent}: {match['wins']} of {match['games']}" + (f" ({margins})" if margins else "")
+        else:
+            versus = "not played"
+        rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(run["minutes"], 1), count(run.get("updates")),
+                     count(run.get("env_steps")), f"{wdl(vs_random)} of {vs_random['games']}",
+                     interval(wilson_interval(vs_random["wins"], vs_random["games"])), versus,
+                     gflops(report, run), file_link(name)])
+    lines += table(["agent", "seed", "minutes", "updates", "env steps", "vs random (W-D-L)", "win rate, 95%",
+                    "vs GNU Go: wins (margins)", "matmul GFLOP/s", "file"], rows)
+    preset = [r for r in runs if r[2]["agent"] == PRESET_AGENT["go9"]] or runs
+    _, _, run = preset[0]
+    vs_random = run["vs_random"]
+    result = f"{wdl(vs_random)} in {vs_random['games']} games vs random"
+    gnugo = _gnugo(run)
+    if gnugo:
+        result += f"; {gnugo[0]}: {gnugo[1]['wins']} wins in {gnugo[1]['games']}"
+    low, high = wilson_interval(vs_random["wins"], vs_random["games"])
+    row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, str(len({r[2]["seed"] for r in preset})),
+              f"win rate vs random {low:.0%}-{high:.0%} (Wilson)", num(run["minutes"], 1), "—")
+    return lines, row
+
+
+def minatar_section(results: Results, published: dict) -> tuple[list[str], list[Row]]:
+    marks = results.minatar
+    if not marks:
+        return [], []
+    paper = published["minatar"]
+    episodes = " or ".join(str(e) for e in sorted({m[5]["episodes"] for m in marks}))
+    lines = ["## MinAtar", "",
+             "`python bench/learning.py --games GAME [--agents ppo|impala|ppo-host]`, one core per run (`taskset`),",
+             "two runs side by side. At each mark the newest checkpoint (MuZero, PPO host path) or the policy then",
+             f"(PPO, IMPALA on the gymnax twin) plays {episodes} episodes (sticky actions 0.1, each cut at the max steps",
+             "given): the mean return with its 95% percentile-bootstrap interval over the episodes. MuZero plays",
+             "greedily (\"sampled\": as in training, root noise kept), PPO and IMPALA sample their policy. Seaquest,",
+             "Freeway and Asterix train with their presets' overrides (moozi/config/presets.py). Freeway's",
+             "episodes last 2,500 steps, so a cap of 2,000 cuts every one.", "",
+             f"Published: {paper['source']}", ""]
+    summary_rows = []
+    for game in MINATAR:
+        game_marks = [m for m in marks if m[2] == game]
+        if not game_marks:
+            continue
+        figures = paper["games"][game]
+        published_text = " / ".join(f"{k} {v:g}" for k, v in figures.items())
+        lines += [f"### {MINATAR_NAMES[game]}", "", f"Published at 5M frames: {published_text}.", ""]
+        rows = []
+        order = sorted(game_marks, key=lambda m: (AGENTS.index(m[3]), m[4]["seed"], m[5]["minutes"]))
+        for name, report, _, agent, run, mark in order:
+            sampled = "—"
+            if "sampled_mean_return" in mark:
+                sampled = f"{num(mark['sampled_mean_return'])} {interval(mark.get('sampled_bootstrap_ci'))}"
+            notes = "resumed after a kill" if report.get("resumed_after_kill") else ""
+            rows.append([AGENT_NAMES[agent], str(run["seed"]), num(mark["minutes"], 1), count(mark.get("updates")),
+                         millions(mark["env_steps"]), f"**{num(mark['mean_return'])}**", interval(mark["bootstrap_ci"]),
+                         sampled, str(mark["max_steps"]), gflops(report, run), file_link(name) + (f" ({notes})" if notes else "")])
+        lines += table(["agent", "seed", "minutes", "updates", "env steps", "mean return", "95% interval",
+                        "sampled", "max steps", "matmul GFLOP/s", "file"], rows)
+        seeded = _over_seeds(game_marks)
+        if seeded:
+            lines += ["", "Over seeds (the mean of the seeds' marks; the lowest and highest seed):", ""]
+            lines += table(["agent", "mark", "seeds", "mean", "lowest, highest"],
+                           [[AGENT_NAMES[agent], f"{minute} min", str(len(values)), f"**{num(statistics.mean(values))}**",
+                             interval((min(values), max(values)))] for (agent, minute), values in seeded.items()])
+        lines.append("")
+        summary_rows.append(_minatar_row(game, game_marks, published_text))
+    lines += ["![MinAtar: MuZero, PPO and IMPALA against wall-clock minutes and env steps]"
+              "(../bench/results/2026-11-25-minatar-agents.png)", "",
+              "The figure: `python bench/plot_learning.py` over these files.", ""]
+    return lines, [r for r in summary_rows if r]
+
+
+def _over_seeds(game_marks: list) -> dict:
+    """{(agent, mark minute): [each seed's mean return]} where two or more seeds reached the mark."""
+    by_mark: dict = {}
+    for _, _, _, agent, run, mark in game_marks:
+        by_mark.setdefault((agent, mark_minute(mark["minutes"])), {})[run["seed"]] = mark["mean_return"]
+    ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), item[0][1]))
+    return {key: list(seeds.values()) for key, seeds in ordered if len(seeds) >= 2}
+
+
+def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None:
+    preset = [m for m in game_marks if m[3] == PRESET_AGENT[game]]
+    if not preset:
+        return None
+    last = max(mark_minute(m[5]["minutes"]) for m in preset)
+    at_last = [m for m in preset if mark_minute(m[5]["minutes"]) == last]
+    values = [m[5]["mean_return"] for m in at_last]
+    if len(at_last) == 1:
+        result, spread = f"mean return {num(values[0], 1)}", f"{interval(at_last[0][5]['bootstrap_ci'], 1)} (95%, episodes)"
+    else:
+        result = f"mean return {num(statistics.mean(values), 1)}"
+        spread = f"{interval((min(values), max(values)), 1)} (lowest, highest seed)"
+    return Row(f"MinAtar {MINATAR_NAMES[game]}", MINATAR_NAMES[game].lower().replace(" ", "-"),
+               AGENT_NAMES[PRESET_AGENT[game]], result, str(len(at_last)), spread, str(last),
+               published_text + " (5M frames)")
+
+
+def atari_pong_section(results: Results, published: dict) -> tuple[list[str], Row | None]:
+    if not results.atari_pong:
+        return [], None
+    reference = published["atari_pong"]
+    lines = ["## Atari Pong", "",
+             "`moozi train atari:Pong --max-minutes 60` with the defaults (the Atari preset), one core (`taskset`)",
+             "beside other runs. The run's in-training test (every 1,000 updates) was not reached, so the figure is",
+             "the training episodes' mean return over the last 20 minutes (the mean of the log windows' means).",
+             f"{reference['source']}: random play {reference['random']:g}, the worst score -21.", ""]
+    rows, row = [], None
+    for name, report in results.atari_pong:
+        summary, windows = report["summary"], report["episode_returns"]
+        end = windows[-1][0]
+        last = [value for minutes, value in windows if minutes > end - 20]
+        mean = statistics.mean(last)
+        minutes = summary["elapsed_seconds"] / 60
+        seed = re.search(r"-seed(\d+)", name)
+        rows.append([seed.group(1) if seed else "—", num(minutes, 1), count(summary["updates"]), count(summary["env_steps"]),
+                     count(summary["episodes"]), str(summary["tests"]), f"**{num(mean)}** ({len(last)} windows)",
+                     gflops(report), file_link(name)])
+        row = Row("Atari Pong", "atari-pong", "MuZero", f"training episodes {num(mean, 1)} (last 20 min)", "1", "—",
+                  num(minutes, 1), f"random play {reference['random']:g}")
+    lines += table(["seed", "minutes", "updates", "env steps", "episodes", "tests", "training return, last 20 min",
+                    "matmul GFLOP/s", "file"], rows)
+    return lines + [""], row
+
+
+def _leaves(prefix: str, value) -> list[tuple[str, float]]:
+    if isinstance(value, dict):
+        return [leaf for key, inner in value.items() for leaf in _leaves(f"{prefix} {key}".strip(), inner)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [(prefix, value)]
+    return []
+
+
+def speed_section(results: Results) -> list[str]:
+    if not results.bench_summary and not results.anakin:
+        return []
+    lines = ["## Speed", "",
+             "`python -m bench --quick` and `bench/anakin.py`; bench/README.md defines each metric. Ratios measured",
+             "inside one run (ours over a reference) hold on a loaded machine; absolute rates do not.", ""]
+    machines, rows = [], []
+    for name, report in results.bench_summary:
+        machine = report["machine"]
+        speed = report["benchmarks"]["selfplay"]["result"]["compute_efficiency"]["matmul_flops_per_s"] / 1e9
+        machines.append([file_link(name), f"{machine['cpu_count']} CPUs ({machine['cpu_model']}), JAX {machine['jax_version']}",
+                         f"{report['load_average_before']:.2f}", num(speed, 1)])
+        metrics = {k: v for k, v in report["metrics"].items() if k != "targets_met"}
+        rows += [[f"`{metric}`", f"{value:.4g}", name] for metric, value in _leaves("", metrics)]
+    for name, report in results.anakin:
+        machines.append([file_link(name), f"{report['cpu_count']} CPUs", f"{report['load_average_1min']:.2f}", gflops(report)])
+        for pair, detail in report["pairs"].items():
+            rows.append([f"`anakin_vs_host {pair}` (best round; median)",
+                         f"{detail['anakin_vs_host']:.4g}; {detail['anakin_vs_host_median']:.4g}", name])
+            rows.append([f"`host_outside_acting_ms_per_batch_step {pair}` of `host_ms_per_batch_step`",
+                         f"{detail['host_outside_acting_ms_per_batch_step']:.3g} of {detail['host_ms_per_batch_step']:.3g}", name])
+    lines += table(["file", "machine", "load average", "matmul GFLOP/s"], machines) + [""]
+    lines += table(["metric", "value", "file"], rows)
+    return lines + [""]
+
+
+def summary_table(rows: list[Row], link_prefix: str) -> list[str]:
+    return table(["game", "agent", "result (the preset's)", "seeds", "interval", "minutes", "published", "details"],
+                 [[r.game, r.agent, r.result, r.seeds, r.interval, r.minutes, r.published,
+                   f"[details]({link_prefix}#{r.anchor})"] for r in rows])
+
+
+def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str]]:
+    """(docs/results.md, the README's table lines) from the result files and the published figures."""
+    results = collect(files)
+    sections, rows = [], []
+    for lines, row in (tic_tac_toe_section(results), connect_four_section(results), go9_section(results)):
+        sections += lines + ([""] if lines else [])
+        rows += [row] if row else []
+    minatar_lines, minatar_rows = minatar_section(results, published)
+    sections += minatar_lines
+    rows += minatar_rows
+    pong_lines, pong_row = atari_pong_section(results, published)
+    sections += pong_lines
+    rows += [pong_row] if pong_row else []
+    sections += speed_section(results)
+    investigations = ["## Investigations", "",
+                      "How the presets' settings were chosen, with the runs that were not adopted "
+                      "(bench/results/ablations/, bench/results/superseded/):", ""]
+    investigations += [f"- [{title}]({path})" for title, path in EXPERIMENTS]
+    page = ["# Results", "",
+            "<!-- Written by bench/results_page.py from bench/results/: edit the files or the script, not this page. -->", "",
+            "Every figure here is read from a result file in bench/results/ (linked in each row) or, for published",
+            "figures, bench/peers/published.json. `python bench/results_page.py` rewrites this page and the README's",
+            "table; `tests/test_results_page.py` fails when they differ from the files.", "",
+            "- **minutes**: wall-clock training time at the mark, compiling included.",
+            "- **matmul GFLOP/s**: a float32 2048×2048 matmul timed by the benchmark on its machine, under the load",
+            "  it then had. The machines differed several-fold; compare minutes only between rows of similar speed.",
+            "- **intervals**: over episodes, the 95% percentile bootstrap of the mean (10,000 resamples); over",
+            "  seeds, the lowest and highest seed (a 95% percentile bootstrap over three seeds gives exactly that",
+            "  range, since each extreme alone is drawn with probability 1/27 > 2.5%); win rates, the 95% Wilson",
+            "  interval.", "",
+            "## Summary", ""]
+    page += summary_table(rows, "") + [""] + sections + investigations
+    readme_table = [TABLE_START] + summary_table(rows, "docs/results.md") + [TABLE_END]
+    return "\n".join(page).rstrip("\n") + "\n", readme_table
+
+
+def _with_table(readme: str, table_lines: list[str]) -> str:
+    start, end = readme.find(TABLE_START), readme.find(TABLE_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"README.md: the results table's markers are missing ({TABLE_START} ... {TABLE_END})")
+    return readme[:start] + "\n".join(table_lines) + readme[end + len(TABLE_END):]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when docs/results.md or the README's table is out of date")
+    args = parser.parse_args(argv)
+    page, table_lines = build(read_files(), json.loads(PUBLISHED.read_text()))
+    readme_now = README.read_text()
+    readme = _with_table(readme_now, table_lines)
+    wanted = {PAGE: page, README: readme}
+    if args.check:
+        stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            now = path.read_text().splitlines() if path.exists() else []
+            diff = difflib.unified_diff(now, wanted[path].splitlines(), str(path.relative_to(ROOT)),
+                                        "from bench/results/", lineterm="", n=0)
+            print("\n".join(list(diff)[:40]))
+        if stale:
+            print("out of date: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+                  + "; run python bench/results_page.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in wanted.items():
+        path.write_text(text)
+    print(f"wrote {PAGE.relative_to(ROOT)} and the table in {README.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""docs/results.md and the README's results table are what bench/results/ gives, and the docs' links resolve.
+
+No training: the page is rebuilt from the stored result files in well under a second.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import re
+
+import pytest
+
+from bench import results_page
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").glob("*/*.md"))]
+
+
+def _published() -> dict:
+    return json.loads(results_page.PUBLISHED.read_text())
+
+
+def test_the_results_page_and_the_readme_table_are_what_the_result_files_give(capsys):
+    # Fails when a figure on either has no file or differs from its file: run
+    # `python bench/results_page.py` after adding or changing a result file.
+    assert results_page.main(["--check"]) == 0, capsys.readouterr()
+
+
+def test_a_changed_figure_changes_the_page():
+    files = results_page.read_files()
+    page, table = results_page.build(files, _published())
+    changed = copy.deepcopy(files)
+    name, report = next((n, r) for n, r in changed if "freeway" in r)
+    report["freeway"][0]["marks"][-1]["mean_return"] = 1.5
+    new_page, new_table = results_page.build(changed, _published())
+    assert "**1.50**" in new_page and "**1.50**" not in page
+    assert "mean return 1.5 " in "\n".join(new_table) and new_table != table
+
+
+GO9_FLAT = {"game": "go9", "agent": "alphazero", "seed": 0, "minutes": 60, "matmul_gflops": 120.5,
+            "vs_random": {"wins": 38, "draws": 0, "losses": 2, "games": 40},
+            "vs_gnugo_level1": {"wins": 1, "games": 10, "margins": [-12.5, 3.5, None]}}
+
+
+def test_a_go9_file_adds_its_section_and_its_row_and_without_one_there_is_neither():
+    files = results_page.read_files()
+    page, table = results_page.build(files, _published())
+    assert "Go 9×9" not in page and "Go 9×9" not in "\n".join(table)
+    page, table = results_page.build([*files, ("2026-11-27-go9-alphazero-seed0.json", GO9_FLAT)], _published())
+    assert "## Go 9×9" in page
+    assert "| 38-0-2 of 40 |" in page and "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored)" in page
+    row = next(line for line in table if line.startswith("| Go 9×9 |"))
+    assert "AlphaZero mode" in row and "38-0-2 in 40 games vs random; GNU Go level 1: 1 wins in 10" in row
+    assert "(docs/results.md#go-99)" in row
+
+
+def test_a_go9_run_in_a_learning_report_reads_the_same():
+    report = {"benchmark": "learning", "matmul_gflops": 99.0,
+              "go9": [{**{k: v for k, v in GO9_FLAT.items() if k not in ("vs_gnugo_level1", "matmul_gflops")},
+                       "vs_gnugo": {"engine": "/usr/games/gnugo --mode gtp --level 1",
+                                    "wins": 1, "draws": 0, "games": 10, "margins": [-12.5, 3.5, None]}}]}
+    page, _ = results_page.build([*results_page.read_files(), ("go9.json", report)], _published())
+    assert "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored)" in page and "| 99.0 |" in page
+
+
+def test_a_file_no_adapter_reads_is_refused():
+    with pytest.raises(SystemExit, match="no adapter"):
+        results_page.build([("2026-11-28-something.json", {"benchmark": "something"})], _published())
+    with pytest.raises(SystemExit, match="no adapter"):
+        results_page.build([("x.json", {"benchmark": "learning", "pong": [{"seed": 0}]})], _published())
+
+
+def _slug(heading: str) -> str:
+    # GitHub's anchors: lower case, punctuation dropped, spaces to hyphens.
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _outside_code(text: str) -> list[str]:
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(re.sub(r"`[^`]*`", "", line))
+    return lines
+
+
+def _anchors(path: pathlib.Path) -> set[str]:
+    seen: dict[str, int] = {}
+    anchors = set()
+    for line in _outside_code(path.read_text()):
+        if match := re.match(r"#{1,6}\s+(.*)", line):
+            slug = _slug(match.group(1))
+            anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_to_an_existing_file(doc):
+    broken = []
+    for line in _outside_code(doc.read_text()):
+        for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path_part, _, anchor = target.partition("#")
+            path = (doc.parent / path_part).resolve() if path_part else doc
+            if not path.is_file():
+                broken.append(target)
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(target)
+    assert not broken, f"{doc.relative_to(ROOT)}: links to nothing: {broken}"
+
+
+def test_the_readme_stays_short():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.split()) <= 1500
+    assert max(len(line) for line in text.splitlines()) <= 400
+
+
+def test_the_product_text_names_no_issues_or_sessions():
+    pattern = re.compile(r"issue [0-9]|this session|session [0-9]", re.IGNORECASE)
+    paths = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "moozi").rglob("*.py")]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in paths for i, line in enumerate(p.read_text().splitlines(), 1)
+            if pattern.search(line)]
+    assert not hits
+
+
+def test_the_connect_four_row_shows_the_presets_agent_and_play_simulations():
+    from moozi.config.presets import preset_overrides
+
+    assert preset_overrides("connect_four")["planner.play_simulations"] == results_page.C4_PLAY_SIMULATIONS
+    for game, agent in results_page.PRESET_AGENT.items():
+        assert preset_overrides(game).get("agent", "muzero") == agent, game
