@@ -1,4 +1,4 @@
-"""Plays games of go between two GTP engines, with its own referee (issue 7).
+"""Plays games of go between two GTP engines, with its own referee.
 
     python bench/gtp_match.py --games N "ENGINE A COMMAND" "ENGINE B COMMAND"
         [--board-size 9] [--komi 7.5] [--max-moves 400] [--timeout 300] [--seed 0] [--verbose]
@@ -232,6 +232,17 @@ def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_s
     return result(winner, format_score(score), reason)
 
 
+def first_passes(result: GameResult) -> dict[str, int | None]:
+    """The move number (1-based) of each engine's first pass in the game, None where it never passed."""
+    out: dict[str, int | None] = {result.black: None, result.white: None}
+    for number, entry in enumerate(result.record, start=1):
+        colour, vertex = entry.split()
+        label = result.black if colour == "B" else result.white
+        if vertex == "pass" and out[label] is None:
+            out[label] = number
+    return out
+
+
 def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi: float = 7.5,
               max_moves: int = 400, timeout: float = 300.0, seed: int | None = 0, verbose: bool = False,
               out=sys.stdout) -> dict:
@@ -267,7 +278,8 @@ def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi
         "komi": komi,
         "max_moves": max_moves,
         "seed": seed,
-        "results": [{k: v for k, v in dataclasses.asdict(r).items() if k != "record"} for r in results],
+        "results": [{**{k: v for k, v in dataclasses.asdict(r).items() if k != "record"}, "first_pass": first_passes(r)}
+                    for r in results],
         "seconds": round(time.monotonic() - start, 1),
         "load_average_1min": os.getloadavg()[0],
     }

@@ -13,6 +13,11 @@
   `solver` (--c4-solver-games; its draws and losses per seat), and is scored on
   the solver-labelled positions (`moozi eval --positions`). Each row records
   the updates, env steps, simulations, and the matmul speed at evaluation.
+- go9: trains the preset for --go-minutes (or reads --go-run-dir) and
+  measures the checkpoint `load_agent` plays: --go-games games against a
+  random mover, then --go-gnugo-games GTP games against GNU Go level 1
+  (bench/gtp_match.py): each game's area-score margin from the agent's side,
+  its length, and how often the agent passed before GNU Go did.
 - breakout, asterix, freeway, seaquest, space_invaders (the MinAtar presets):
   trains for the largest of --minatar-minutes; at each mark, the newest
   checkpoint by then plays --minatar-episodes greedy episodes (sticky actions
@@ -166,6 +171,74 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
     return out
 
 
+GNUGO_LEVEL_1 = "/usr/games/gnugo --mode gtp --boardsize 9 --level 1 --chinese-rules --capture-all-dead"
+
+
+def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: int, gnugo: str,
+        simulations: int | None, run_dir: pathlib.Path | None = None) -> dict:
+    """Trains the go9 preset (or reads a run trained before) and measures the checkpoint `load_agent`
+    plays: `games` games against a random mover (both seats) and `gnugo_games` GTP games against
+    `gnugo` refereed by bench/gtp_match.py, with each game's area-score margin and first passes."""
+    from moozi.agent import load_agent
+    from moozi.evaluation import evaluate
+    from moozi.runs.checkpoint import best_checkpoint
+
+    from bench.gtp_match import run_match
+    from bench.selfplay import matmul_flops_per_s
+
+    setup = 0.0
+    if run_dir is None:
+        run_dir = work / f"go9-{seed}"
+        setup = _train("go9", minutes, seed, run_dir, checkpoint_minutes=minutes / 3)
+    saved = json.loads((run_dir / "config.json").read_text())
+    agent = load_agent(run_dir, simulations=simulations)
+    path = best_checkpoint(run_dir) or _checkpoints(run_dir)[-1][1]
+    meta = json.loads((path / "meta.json").read_text())
+    out = {"game": "go9", "seed": saved["seed"], "agent": saved["agent"], "run_dir": str(run_dir),
+           "trained_minutes": minutes, "setup_seconds": round(setup, 1), "checkpoint": path.name,
+           "minutes": round((meta["counters"]["elapsed_seconds"] + setup) / 60, 2),
+           "updates": meta["counters"].get("updates"), "env_steps": meta["counters"].get("env_steps"),
+           "checkpoint_saved_at": meta.get("saved_at"), "train_simulations": saved["planner"]["num_simulations"],
+           "simulations": agent.simulations, "play_pass_rule": saved["planner"].get("play_pass_rule", "search"),
+           "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+    started = time.monotonic()
+    res = evaluate(agent, "go9", "random", games, seed=seed)
+    out["vs_random"] = {"win_rate": res.win_rate, "win_rate_ci": res.win_rate_ci, "wins": res.wins,
+                        "draws": res.draws, "losses": res.losses, "games": res.games, "per_seat": _seat_counts(res)}
+    del agent
+    if gnugo_games:
+        sims = [] if simulations is None else ["--simulations", str(simulations)]
+        engine = " ".join([sys.executable, "-m", "moozi.cli", "gtp", str(run_dir), "--checkpoint", str(path), *sims])
+        match = run_match({"A": engine, "B": gnugo}, gnugo_games, seed=seed, out=sys.stderr)
+        results = match["results"]
+        out["vs_gnugo"] = {
+            "engine": gnugo, "games": match["games"], "wins": match["wins"]["A"], "draws": match["draws"],
+            # Area-score margin from the agent's side (positive: the agent won by that much).
+            "margins": [_agent_margin(r) for r in results],
+            "moves": [r["moves"] for r in results],
+            "agent_passed_first": sum(_passed_first(r) for r in results),
+            "results": results,
+        }
+    out["evaluation_minutes"] = round((time.monotonic() - started) / 60, 2)
+    print("go9", json.dumps({k: v for k, v in out.items() if k != "vs_gnugo"}), file=sys.stderr, flush=True)
+    return out
+
+
+def _agent_margin(result: dict) -> float | None:
+    """The referee's area score as the agent's (engine A's) margin; None for a game not scored."""
+    score = result["score"]
+    if score is None:
+        return None
+    margin = 0.0 if score == "0" else float(score[2:]) * (1 if score[0] == "B" else -1)
+    return margin if result["black"] == "A" else -margin
+
+
+def _passed_first(result: dict) -> bool:
+    """Whether the agent (A) passed before its opponent had passed."""
+    mine, theirs = result["first_pass"]["A"], result["first_pass"]["B"]
+    return mine is not None and (theirs is None or mine < theirs)
+
+
 MINATAR_GAMES = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
 
 
@@ -277,6 +350,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--c4-run-dir", default=None,
                         help="measure this run directory's checkpoints (trained before with `moozi train "
                         "--set train.checkpoint_every_minutes=...`) instead of training; one seed")
+    parser.add_argument("--go-minutes", type=float, default=60.0, help="go9: minutes to train")
+    parser.add_argument("--go-games", type=int, default=40, help="go9: games against a random mover (both seats)")
+    parser.add_argument("--go-gnugo-games", type=int, default=10, help="go9: GTP games against --go-gnugo")
+    parser.add_argument("--go-gnugo", default=GNUGO_LEVEL_1, help="go9: the GTP opponent's command line")
+    parser.add_argument("--go-simulations", type=int, default=None,
+                        help="go9: play-time simulations (default: the run's planner.play_simulations)")
+    parser.add_argument("--go-run-dir", default=None, help="go9: measure this run (trained before) instead of training")
     parser.add_argument("--minatar-minutes", "--breakout-minutes", dest="minatar_minutes", default="30,60",
                         help="minutes at which each MinAtar game is measured")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
@@ -337,6 +417,12 @@ def main(argv=None) -> dict:
             report.setdefault("connect_four", []).append(
                 connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent, counts,
                              opponents, run_dir))
+        if "go9" in games:
+            if args.go_run_dir is not None and args.seeds != 1:
+                parser.error("--go-run-dir measures one run: give --seeds 1")
+            report.setdefault("go9", []).append(go9(
+                seed, args.go_minutes, work, args.go_games, args.go_gnugo_games, args.go_gnugo, args.go_simulations,
+                pathlib.Path(args.go_run_dir) if args.go_run_dir else None))
         for game in (g for g in MINATAR_GAMES if g in games):
             marks = [float(m) for m in args.minatar_minutes.split(",")]
             if "muzero" in agents:
@@ -352,7 +438,7 @@ def main(argv=None) -> dict:
                     report.setdefault(f"{game}:{agent}-host", []).append(
                         minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps, agent))
     report["load_average_1min"] = os.getloadavg()[0]
-    for game in ("tic_tac_toe", "connect_four", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
+    for game in ("tic_tac_toe", "connect_four", "go9", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
         for row in report.get(game, []):
             print(game, json.dumps(row), file=sys.stderr)
     print(json.dumps(report))

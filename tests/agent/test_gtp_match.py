@@ -38,6 +38,7 @@ def test_two_passers_alternate_colours_and_white_wins_on_komi(tmp_path):
         ("A", "B", "B", "W+7.5", 2, "two passes"),
         ("B", "A", "A", "W+7.5", 2, "two passes"),
     ]
+    assert [r["first_pass"] for r in report["results"]] == [{"A": 1, "B": 2}, {"B": 1, "A": 2}]
     assert lines == [
         "game 1: A black, B white: B wins W+7.5 after 2 moves (two passes)",
         "game 2: A white, B black: A wins W+7.5 after 2 moves (two passes)",
@@ -57,6 +58,7 @@ def test_the_referee_scores_its_own_board():
     # Black E5 then passes; white passes twice: black owns all 81 points.
     report, _ = match(scripted("E5"), scripted())
     assert report["results"][0]["score"] == "B+73.5" and report["wins"] == {"A": 1, "B": 0}
+    assert report["results"][0]["first_pass"] == {"A": 3, "B": 2}  # B E5, W pass, B pass
     # Same with komi 81: a draw.
     report, lines = match(scripted("e5"), scripted(), komi=81)
     assert report["draws"] == 1 and report["results"][0]["score"] == "0"

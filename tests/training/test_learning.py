@@ -9,7 +9,9 @@ draws; measured with `moozi.evaluation`), so the bar is at most 10 losses in
 """
 
 import json
+import pathlib
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -120,3 +122,28 @@ def test_the_connect_four_benchmark_measures_a_run_at_each_simulation_count(tmp_
     assert report["connect_four"][0]["train_simulations"] == 4
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["connect_four"] == json.loads(json.dumps(report["connect_four"]))
+
+
+@pytest.mark.slow
+def test_the_go_benchmark_reports_margins_and_who_passed_first(tmp_path_factory, capsys):
+    # The tiny AlphaZero-mode go9 run against a random mover and a scripted engine that always
+    # passes: under the preset's pass rule the agent never passes first, and passes to end the game
+    # once the opponent has passed and the count wins (black: its stones' area - 7.5; white: komi).
+    from bench.learning import main
+    from tests.helpers.tiny_go import tiny_go9_run
+
+    run = tiny_go9_run(tmp_path_factory, "alphazero")
+    passer = f"{sys.executable} {pathlib.Path(__file__).resolve().parents[1] / 'helpers' / 'scripted_gtp_engine.py'}"
+    report = main(["--games", "go9", "--go-run-dir", str(run), "--go-games", "2", "--go-gnugo-games", "2",
+                   "--go-gnugo", passer, "--go-simulations", "4", "--work-dir", str(tmp_path_factory.mktemp("w"))])
+    row = report["go9"][0]
+    assert (row["agent"], row["simulations"], row["play_pass_rule"]) == ("alphazero", 4, "after_opponent_if_ahead")
+    assert row["vs_random"]["games"] == 2 and row["matmul_gflops_at_evaluation"] > 0
+    go = row["vs_gnugo"]
+    assert go["games"] == 2 and go["agent_passed_first"] == 0 and go["wins"] == 2
+    # Game 1: the agent is black, plays one stone, the engine passes, the agent passes: 81 - 7.5.
+    # Game 2: the engine (black) passes at once and the agent (white) passes on komi.
+    assert go["margins"] == [73.5, 7.5] and go["moves"] == [3, 2]
+    assert [r["first_pass"] for r in go["results"]] == [{"A": 3, "B": 2}, {"B": 1, "A": 2}]
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["go9"] == json.loads(json.dumps(report["go9"]))
