@@ -78,6 +78,9 @@ class TrainConfig:
     resign_false_positive_rate: float = 0.05  # target share of resignations in games the player would not have lost
     resign_disabled_fraction: float = 0.1  # share of episodes played to the end (they calibrate the threshold)
     resign_min_games: int = 100  # player-games seen before anyone may resign
+    # Go self-play, agent=muzero (moozi/training/selfplay_passes.py): before this move of a game a
+    # player may pass only right after its opponent's pass. 0: passing is always legal.
+    no_pass_before_move: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +172,13 @@ def validate(config: Config) -> None:
         )
     if not 0.0 <= config.train.reanalyze_fraction < 1.0:
         raise ConfigError(f"bad value {config.train.reanalyze_fraction!r} for train.reanalyze_fraction: expected 0 <= x < 1")
+    if config.train.no_pass_before_move < 0:
+        raise ConfigError("bad value for train.no_pass_before_move: expected 0 (passing always legal) or a move number")
+    if config.train.no_pass_before_move and config.agent != "muzero":
+        raise ConfigError(
+            f"train.no_pass_before_move is for agent=muzero's self-play on OpenSpiel's go; agent={config.agent!r} "
+            "does not take it (AlphaZero mode's search sees two passes end the game)"
+        )
     if config.train.test_every_updates < 0:
         raise ConfigError("bad value for train.test_every_updates: expected 0 (never) or a positive integer")
     if config.env.sticky_action_prob is not None and not 0.0 <= config.env.sticky_action_prob <= 1.0:

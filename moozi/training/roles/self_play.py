@@ -20,6 +20,7 @@ from moozi.core.types import Trajectory, sub_state
 from moozi.envs.base import EnvSpec, StepOutput, random_legal_actions
 from moozi.training.episodes import EpisodeRecorder, RolloutResult
 from moozi.training.resignation import SelfPlayResignation
+from moozi.training.selfplay_passes import SelfPlayPassRule
 
 
 class TrainingRolloutWorker:
@@ -44,6 +45,10 @@ class TrainingRolloutWorker:
         self._resignation = (
             SelfPlayResignation(config.train, self.spec, self.num_envs, self.env_seed) if config.train.resign else None
         )
+        self._pass_rule = (
+            SelfPlayPassRule(self.spec, self.num_envs, config.train.no_pass_before_move)
+            if config.train.no_pass_before_move else None
+        )
         self.env_steps = 0
         self.episodes = 0
 
@@ -58,10 +63,12 @@ class TrainingRolloutWorker:
             t0 = time.perf_counter()
             self._rng, key = jax.random.split(self._rng)
             env_state = self.env.state if self._needs_env_state else None
-            self._history, out = self._act(params, self._history, self._step, self._last_action, env_state, key)
+            step = self._step
+            if self._pass_rule is not None:
+                step = self._pass_rule.restrict(step, self._last_action)
+            self._history, out = self._act(params, self._history, step, self._last_action, env_state, key)
             action = np.asarray(out.action, np.int32)
             t1 = time.perf_counter()
-            step = self._step
             epsilon = epsilon_at(self.config.train, self.env_steps)
             if epsilon > 0:
                 # Derived from the step's key, so a resumed worker draws the same moves.
@@ -114,6 +121,8 @@ class TrainingRolloutWorker:
         state["counters"] = np.asarray([self.env_steps, self.episodes], np.int64)
         if self._resignation is not None:
             state.update({f"resign/{k}": v for k, v in self._resignation.state_dict().items()})
+        if self._pass_rule is not None:
+            state.update({f"pass_rule/{k}": v for k, v in self._pass_rule.state_dict().items()})
         env_state = getattr(self.env, "get_state", None)
         snapshot = env_state() if self._step is not None and env_state is not None else {}
         if snapshot:
@@ -134,6 +143,8 @@ class TrainingRolloutWorker:
         self.env_steps, self.episodes = (int(x) for x in state["counters"])
         if self._resignation is not None:
             self._resignation.load_state_dict(sub_state(state, "resign/"))
+        if self._pass_rule is not None and "pass_rule/moves" in state:
+            self._pass_rule.load_state_dict(sub_state(state, "pass_rule/"))
         env_keys = sub_state(state, "env/")
         if env_keys and hasattr(self.env, "set_state"):
             self.env.set_state(env_keys)
