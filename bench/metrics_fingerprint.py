@@ -1,6 +1,6 @@
 """A run's seed-determined metrics, to show that a change left training exactly as it was.
 
-    python bench/metrics_fingerprint.py GAME MAX_ENV_STEPS OUT.jsonl [--compare OTHER.jsonl]
+    python bench/metrics_fingerprint.py GAME MAX_ENV_STEPS OUT.jsonl [--compare OTHER.jsonl] [--set key=value ...]
 
 Trains GAME with its preset through the `moozi train` command line (inline
 backend, seed 0, a test every 100 updates of 10 games), stopped after
@@ -43,6 +43,8 @@ def main(argv=None) -> dict:
     parser.add_argument("max_env_steps", type=int)
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--compare", type=pathlib.Path, help="a fingerprint written before the change")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override, e.g. agent=ppo (repeatable)")
     args = parser.parse_args(argv)
 
     from moozi.cli import main as moozi_main
@@ -51,7 +53,8 @@ def main(argv=None) -> dict:
     try:
         code = moozi_main(["train", args.game, "--run-dir", str(run_dir), "--max-env-steps", str(args.max_env_steps),
                            "--seed", "0", "--quiet", "--set", "train.test_every_updates=100",
-                           "--set", "train.test_episodes=10"])
+                           "--set", "train.test_episodes=10",
+                           *(a for item in args.overrides for a in ("--set", item))])
     except SystemExit as exit_:
         code = exit_.code
     if code not in (0, None):

@@ -29,19 +29,15 @@ from moozi.config import Config, resolve_rollout_workers, save_config
 from moozi.errors import MooziError
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
 from moozi.runs.metrics_log import MetricsLogger
+from moozi.runs.run_dir import prepare_run_dir, resumed_config
 from moozi.runs.summary import write_summary
 from moozi.training.actor_critic_host import AsynchronousHostTrainer, HostTrainer, is_asynchronous
 from moozi.training.backends import make_backend
+from moozi.training.best_checkpoint import next_best, strength_score
+from moozi.training.counters import Counters
+from moozi.training.metrics_window import MetricsWindow, print_progress
 from moozi.training.roles.actor_critic import envs_per_worker
 from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
-from moozi.training.driver import (
-    Counters,
-    _clock,
-    next_best,
-    prepare_run_dir,
-    resumed_config,
-    strength_score,
-)
 
 
 def _even_workers(config: Config, auto: bool, num_envs: int) -> Config:
@@ -142,20 +138,20 @@ class ActorCriticDriver:
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
-        window, last_metrics = _Window(), {}
+        window, last_metrics = MetricsWindow(), {}
         while (reason := self._stops.reason or limit_reached(train, counters, started)) is None:
             metrics = self.trainer.iteration()
             counters.iteration += 1
             counters.updates = int(metrics.pop("updates"))
             counters.env_steps = int(metrics.pop("env_steps"))
             counters.episodes += int(metrics["episodes"])
-            window.add(metrics, self.trainer.num_envs * self.trainer.rollout_steps, self.trainer.updates_per_rollout)
+            window.add_iteration(metrics, self.trainer.num_envs * self.trainer.rollout_steps, self.trainer.updates_per_rollout)
             if next_test is not None and counters.updates >= next_test:
                 self._test(last_metrics)
                 next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates
             if window.updates >= train.log_every_updates:
                 self._log(window, started, elapsed_before, last_metrics)
-                window = _Window()
+                window = MetricsWindow()
             if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
                 counters.elapsed_seconds = elapsed_before + time.monotonic() - started
                 self.checkpoint()
@@ -190,51 +186,17 @@ class ActorCriticDriver:
                 save_best_checkpoint(self.run_dir, counters.updates, train_state=self.trainer.learner_tree(),
                                      meta={**self._meta(), "best": best, "test_metrics": test_metrics})
 
-    def _log(self, window: "_Window", started: float, elapsed_before: float, last_metrics: dict) -> None:
-        metrics = window.summary()
-        metrics.update(env_steps=float(self.counters.env_steps), episodes=float(self.counters.episodes),
-                       policy_version=float(self.counters.updates))
+    def _log(self, window: MetricsWindow, started: float, elapsed_before: float, last_metrics: dict) -> None:
+        metrics = window.summary(self.counters, searches=False)
         # Updates between acting and learning: fixed, or the window's mean when the queue measures it.
         metrics.setdefault("policy_lag", float(self.trainer.learner.policy_lag))
         self.logger.write(self.counters.updates, metrics)
         last_metrics.update(metrics)
         if self.progress:
-            elapsed = elapsed_before + time.monotonic() - started
-            parts = [_clock(elapsed), f"upd {self.counters.updates}", f"env {self.counters.env_steps}"]
-            for key, label in (("total_loss", "loss"), ("episode_return", "return"), ("test_return", "test"),
-                               ("env_steps_per_s", "env/s")):
-                value = last_metrics.get(key)
-                if value is not None and np.isfinite(value):
-                    parts.append(f"{label} {value:.3g}")
-            end = "\r" if sys.stderr.isatty() else "\n"
-            print(" | ".join(parts).ljust(100), end=end, file=sys.stderr, flush=True)
+            print_progress(elapsed_before + time.monotonic() - started, self.counters, last_metrics)
 
     def close(self) -> None:
         close = getattr(self.trainer, "close", None)
         if close is not None:
             close()
 
-
-class _Window:
-    """Means of the update's metrics, and the throughput, between two log lines."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-        self.updates = 0
-        self.env_steps = 0
-
-    def add(self, metrics: dict, env_steps: int, updates: int) -> None:
-        self.env_steps += env_steps
-        self.updates += updates
-        for key, value in metrics.items():
-            if key != "episodes" and np.isfinite(value):
-                self.sums[key] = self.sums.get(key, 0.0) + value
-                self.counts[key] = self.counts.get(key, 0) + 1
-
-    def summary(self) -> dict[str, float]:
-        seconds = max(time.perf_counter() - self.start, 1e-9)
-        out = {key: self.sums[key] / self.counts[key] for key in self.sums}
-        out.update(env_steps_per_s=self.env_steps / seconds, updates_per_s=self.updates / seconds)
-        return out

@@ -51,7 +51,8 @@ class HostTrainer(TrainerState):
         self._key, key = jax.random.split(self._key)
         rollout_key, update_key = jax.random.split(key)
         params = self._backend.put(self.acting_params)
-        futures = [w.call("rollout", params, jax.random.fold_in(rollout_key, i)) for i, w in enumerate(self.workers)]
+        futures = [w.call(ActorCriticRolloutWorker.rollout, params, jax.random.fold_in(rollout_key, i))
+                   for i, w in enumerate(self.workers)]
         metrics: dict = {}
         if self.learner.policy_lag and self.pending is not None:
             metrics = self._learn(self.pending, update_key)  # overlaps the workers' rollouts
@@ -79,13 +80,14 @@ class HostTrainer(TrainerState):
         return out
 
     def evaluate(self, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 5_000) -> np.ndarray:
-        return self._backend.get(self.tester.call("run", self.state.params, episodes, seed, max_steps, greedy))
+        return self._backend.get(self.tester.call(ActorCriticTestingWorker.run, self.state.params, episodes, seed,
+                                                  max_steps, greedy))
 
     # --- checkpoints: the workers' envs and the pending rollout -----------------------------
     def state_arrays(self) -> dict[str, np.ndarray]:
         arrays = {"key": np.asarray(jax.device_get(self._key)),
                   "counters": np.asarray([self.env_steps, self.updates], np.int64)}
-        states = self._backend.get([w.call("state_dict") for w in self.workers])
+        states = self._backend.get([w.call(ActorCriticRolloutWorker.state_dict) for w in self.workers])
         for i, state in enumerate(states):
             arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
         if self.pending is not None:
@@ -97,8 +99,8 @@ class HostTrainer(TrainerState):
         self.env_steps, self.updates = (int(x) for x in arrays["counters"])
         for i, worker in enumerate(self.workers):
             prefix = f"worker{i}/"
-            self._backend.get(worker.call("load_state_dict", {k[len(prefix):]: v for k, v in arrays.items()
-                                                              if k.startswith(prefix)}))
+            state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            self._backend.get(worker.call(ActorCriticRolloutWorker.load_state_dict, state))
         if "pending/obs" in arrays:
             self.pending = Rollout(**{name: arrays[f"pending/{name}"] for name in Rollout._fields})
 
@@ -155,7 +157,7 @@ class AsynchronousHostTrainer(HostTrainer):
 
     def _launch(self, worker: int) -> None:
         self._key, key = jax.random.split(self._key)
-        future = self.workers[worker].call("rollout", self._backend.put(self.acting_params), key)
+        future = self.workers[worker].call(ActorCriticRolloutWorker.rollout, self._backend.put(self.acting_params), key)
         self.queue.append(_Launch(worker, self.updates, future))
 
     def state_arrays(self) -> dict[str, np.ndarray]:

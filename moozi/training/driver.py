@@ -14,55 +14,37 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
 import pathlib
 import sys
 import time
 from typing import NamedTuple
 
-import numpy as np
-
 from moozi._version import __version__
-from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
-from moozi.config import TESTING_WORKER_CPUS, Config, load_saved_config, resolve_rollout_workers, save_config
-from moozi.core.replay import replay_bytes
-from moozi.core.types import sub_state
-from moozi.errors import MooziError
-from moozi.evaluation.intervals import Z_95
-from moozi.runs.metrics_log import MetricsLogger
-from moozi.runs.summary import write_summary
-from moozi.training.backends import RoleDiedError, make_backend
-from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
 from moozi.builders import env_spec
-from moozi.training.roles.parameter_optimizer import ParameterOptimizer
-from moozi.training.roles.replay import ReplayRole
+from moozi.config import TESTING_WORKER_CPUS, Config, resolve_rollout_workers, save_config
+from moozi.core.replay import replay_bytes
+from moozi.core.train_step import TrainState
+from moozi.core.types import sub_state
 from moozi.envs.registry import is_jax_native
+from moozi.errors import MooziError
+from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_checkpoint, save_best_checkpoint, save_checkpoint
+from moozi.runs.metrics_log import MetricsLogger
+from moozi.runs.run_dir import prepare_run_dir, resumed_config
+from moozi.runs.summary import write_summary
+from moozi.training.backends import Call, RoleDiedError, make_backend
+from moozi.training.best_checkpoint import next_best, strength_score
+from moozi.training.counters import Counters
+from moozi.training.episodes import RolloutResult
+from moozi.training.metrics_window import MetricsWindow, print_progress, remaining_seconds
+from moozi.training.replay_memory import check_replay_fits_here
+from moozi.training.roles import TrainingWorker
 from moozi.training.roles.anakin_self_play import AnakinRolloutWorker
+from moozi.training.roles.parameter_optimizer import ParameterOptimizer, UpdateResult
 from moozi.training.roles.reanalyze import ReanalyzeRolloutWorker
+from moozi.training.roles.replay import ReplayRole
 from moozi.training.roles.self_play import TrainingRolloutWorker
 from moozi.training.roles.testing import TestingRolloutWorker
-
-
-@dataclasses.dataclass
-class Counters:
-    iteration: int = 0
-    updates: int = 0
-    env_steps: int = 0
-    episodes: int = 0
-    tests: int = 0
-    reanalyzed_steps: int = 0
-    elapsed_seconds: float = 0.0  # training time summed over every invocation of the run
-
-    def as_array(self) -> np.ndarray:
-        return np.asarray(
-            [self.iteration, self.updates, self.env_steps, self.episodes, self.tests, self.reanalyzed_steps],
-            np.int64,
-        )
-
-    @classmethod
-    def from_meta(cls, meta: dict) -> "Counters":
-        return cls(**{f.name: meta["counters"][f.name] for f in dataclasses.fields(cls)})
+from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
 
 
 class Driver:
@@ -78,7 +60,7 @@ class Driver:
         if not resume:
             # A misspelt or unsupported game, or a buffer too big for this machine, must fail before
             # anything is written, so a bad command leaves no half-made run directory behind.
-            _check_replay_fits_here(config, env_spec(config))
+            check_replay_fits_here(config, env_spec(config))
         prepare_run_dir(self.run_dir, resume)
         if resume:
             config = resumed_config(self.run_dir, config)
@@ -90,7 +72,7 @@ class Driver:
             self.config = config
             self.spec = env_spec(config)
             if resume:
-                _check_replay_fits_here(config, self.spec)
+                check_replay_fits_here(config, self.spec)
             # Before any role starts: a run killed while its roles start up can still be resumed.
             save_config(config, self.run_dir / "config.json")
         except BaseException:
@@ -178,10 +160,10 @@ class Driver:
             "counters": dataclasses.asdict(self.counters),
         }
 
-    def checkpoint(self, window: "_Window | None" = None) -> pathlib.Path:
+    def checkpoint(self, window: "MetricsWindow | None" = None) -> pathlib.Path:
         get = self._backend.get
-        train_state = get(self.parameter_optimizer.call("get_state"))
-        arrays = {f"replay/{k}": v for k, v in get(self.replay.call("state_dict")).items()}
+        train_state = get(self.parameter_optimizer.call(ParameterOptimizer.get_state))
+        arrays = {f"replay/{k}": v for k, v in get(self.replay.call(ReplayRole.state_dict)).items()}
         for i, state in self._worker_states():
             arrays.update({f"worker{i}/{k}": v for k, v in state.items()})
         meta = self._meta()
@@ -218,16 +200,16 @@ class Driver:
             return None
         if path is None:
             raise MooziError(f"cannot resume: {self.run_dir} has no complete checkpoint")
-        template = self._backend.get(self.parameter_optimizer.call("get_state"))
+        template = self._backend.get(self.parameter_optimizer.call(ParameterOptimizer.get_state))
         train_state, arrays, meta = load_checkpoint(
             path, train_state_template=template, expected_meta={"game": self.spec.name}
         )
-        self._backend.get(self.parameter_optimizer.call("set_state", train_state))
-        self._backend.get(self.replay.call("load_state_dict", sub_state(arrays, "replay/")))
+        self._backend.get(self.parameter_optimizer.call(ParameterOptimizer.set_state, train_state))
+        self._backend.get(self.replay.call(ReplayRole.load_state_dict, sub_state(arrays, "replay/")))
         for i, worker in enumerate(self.workers):
             state = sub_state(arrays, f"worker{i}/")
             if state:  # absent when the worker had been lost at that checkpoint: it starts on fresh episodes
-                self._backend.get(worker.call("load_state_dict", state))
+                self._backend.get(worker.call(TrainingWorker.load_state_dict, state))
         self.counters = Counters.from_meta(meta)
         self._restored_window = meta.get("log_window")
         best = best_checkpoint(self.run_dir)
@@ -255,9 +237,9 @@ class Driver:
         counters, train = self.counters, self.config.train
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
-        window = _Window.from_state(self._restored_window)
-        params = self._backend.get(self.parameter_optimizer.call("get_params"))
-        ready = self._backend.get(self.replay.call("ready"))
+        window = MetricsWindow.from_state(self._restored_window)
+        params = self._backend.get(self.parameter_optimizer.call(ParameterOptimizer.get_params))
+        ready = self._backend.get(self.replay.call(ReplayRole.ready))
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
         last_metrics: dict[str, float] = {}
         while (reason := self._should_stop(started)) is None:
@@ -267,7 +249,7 @@ class Driver:
             pending = self._launch_iteration(params_ref, version, ready, window)
             ready = self._collect_iteration(pending, params_ref, version, window)
             t_params = time.perf_counter()
-            params = self._backend.get(self.parameter_optimizer.call("get_params"))
+            params = self._backend.get(self.parameter_optimizer.call(ParameterOptimizer.get_params))
             window.add("param_fetch_seconds", time.perf_counter() - t_params)
             counters.iteration += 1
             window.add("iteration_seconds", time.perf_counter() - t_iter)
@@ -281,7 +263,7 @@ class Driver:
                 next_test += train.test_every_updates
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
                 self._log(window, started, last_metrics)
-                window = _Window()
+                window = MetricsWindow()
             if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
                 self._collect_test(last_metrics)  # a checkpoint holds every test launched before it
                 counters.elapsed_seconds = elapsed_before + time.monotonic() - started
@@ -298,26 +280,27 @@ class Driver:
         write_summary(self.run_dir, summary)
         return summary
 
-    def _launch_iteration(self, params_ref, version: int, ready: bool, window: "_Window") -> "_Pending":
+    def _launch_iteration(self, params_ref, version: int, ready: bool, window: "MetricsWindow") -> "_Pending":
         """Starts the iteration's calls: the update (once the buffer is ready), every training
         worker's rollout with version `version`, and reanalyze's share of trajectories."""
         train, backend = self.config.train, self._backend
         update = None
         if ready:
-            batches = self.replay.call("sample_batches", train.updates_per_iteration, train.batch_size)
-            update = self.parameter_optimizer.call("update", backend.resolve_arg(batches))
+            batches = self.replay.call(ReplayRole.sample_batches, train.updates_per_iteration, train.batch_size)
+            update = self.parameter_optimizer.call(ParameterOptimizer.update, backend.resolve_arg(batches))
         active = self._active_workers()
-        rollouts = {i: self.workers[i].call("run", params_ref, train.rollout_steps, version) for i in active}
+        rollouts = {i: self.workers[i].call(TrainingWorker.run, params_ref, train.rollout_steps, version) for i in active}
         reanalyze = None
         if self.reanalyzer is not None and ready:
             fresh_steps = train.rollout_steps * self.config.env.num_envs * len(active)
             share = train.reanalyze_fraction / (1.0 - train.reanalyze_fraction)
             steps = int(round(share * fresh_steps))
-            trajectories = self.replay.call("sample_trajectories", max(1, steps // max(self._mean_episode_length(window), 1)))
-            reanalyze = self.reanalyzer.call("run", params_ref, backend.resolve_arg(trajectories))
+            count = max(1, steps // max(self._mean_episode_length(window), 1))
+            trajectories = self.replay.call(ReplayRole.sample_trajectories, count)
+            reanalyze = self.reanalyzer.call(ReanalyzeRolloutWorker.run, params_ref, backend.resolve_arg(trajectories))
         return _Pending(rollouts, update, reanalyze)
 
-    def _collect_iteration(self, pending: "_Pending", params_ref, version: int, window: "_Window") -> bool:
+    def _collect_iteration(self, pending: "_Pending", params_ref, version: int, window: "MetricsWindow") -> bool:
         """Waits for the iteration's calls, feeds their results to the buffer and the counters;
         returns whether the buffer is ready to sample."""
         counters, get = self.counters, self._backend.get
@@ -328,34 +311,34 @@ class Driver:
             t_wait = time.perf_counter()
             update = get(pending.update)
             window.add("wait_learner_seconds", time.perf_counter() - t_wait)
-            self.replay.call("update_priorities", update)
+            self.replay.call(ReplayRole.update_priorities, update)
             counters.updates = update.version
             window.add_metrics(update.metrics, count=len(update.priorities))
             window.add("learner_seconds", update.seconds)
         if pending.reanalyze is not None:
             reanalysed = get(pending.reanalyze)
-            steps = get(self.replay.call("replace_search_statistics", reanalysed))
+            steps = get(self.replay.call(ReplayRole.replace_search_statistics, reanalysed))
             counters.reanalyzed_steps += steps
             window.add("reanalyzed_steps", steps)
-        get(self.replay.call("add_rollouts", results))
+        get(self.replay.call(ReplayRole.add_rollouts, results))
         for result in results:
             counters.env_steps += result.env_steps
             counters.episodes += len(result.trajectories)
             window.add_rollout(result)
-        return get(self.replay.call("ready"))
+        return get(self.replay.call(ReplayRole.ready))
 
     def _launch_test(self, params) -> None:
         """Starts one run of the testing worker on the network the run's agent plays (`params`, the
         online one, or the target network); `_collect_test` takes up its result."""
         counters, train = self.counters, self.config.train
         if train.agent_network != "online":
-            params = self._backend.get(self.parameter_optimizer.call("get_params", train.agent_network))
+            params = self._backend.get(self.parameter_optimizer.call(ParameterOptimizer.get_params, train.agent_network))
         seed = self.config.seed + 7919 * counters.tests
-        metrics = self.tester.call("run", params, train.test_episodes, seed)
+        metrics = self.tester.call(TestingRolloutWorker.run, params, train.test_episodes, seed)
         # The tested state, should it become the best checkpoint: by the time the test ends the
         # learner has moved on. Calls to a role run in order, so this is the state after the update
         # the parameters came from.
-        state = self.parameter_optimizer.call("get_state") if train.keep_best else None
+        state = self.parameter_optimizer.call(ParameterOptimizer.get_state) if train.keep_best else None
         self._pending_test = _PendingTest(counters.updates, metrics, state, self._meta())
 
     def _collect_test(self, last_metrics: dict) -> None:
@@ -387,14 +370,16 @@ class Driver:
             "test_max_steps": self.config.train.test_max_steps,
         }
 
-    def _log(self, window: "_Window", started: float, last_metrics: dict) -> None:
+    def _log(self, window: "MetricsWindow", started: float, last_metrics: dict) -> None:
         """The window's summary and the buffer's statistics as one metrics row (and the progress line)."""
-        metrics = window.summary(self.counters)
-        metrics.update(self._backend.get(self.replay.call("stats")))
+        metrics = window.summary(self.counters, searches=True)
+        metrics.update(self._backend.get(self.replay.call(ReplayRole.stats)))
         self.logger.write(self.counters.updates, metrics)
         last_metrics.update(metrics)
         if self.progress:
-            self._print_progress(started, last_metrics)
+            elapsed = time.monotonic() - started
+            remaining = remaining_seconds(self.config.train, self.counters, elapsed)
+            print_progress(elapsed, self.counters, last_metrics, remaining)
 
     def _rollout_results(self, futures: dict, params_ref, version) -> list:
         results = [self._worker_get(i, future) for i, future in futures.items()]
@@ -453,7 +438,7 @@ class Driver:
         """(index, state) of every training worker that is up, for the checkpoint; a worker lost while
         answering is left out (on resume it starts on fresh episodes)."""
         active = [i for i in range(len(self.workers)) if i not in self._lost]
-        futures = {i: self.workers[i].call("state_dict") for i in active}
+        futures = {i: self.workers[i].call(TrainingWorker.state_dict) for i in active}
         for i, future in futures.items():
             state = self._worker_get(i, future)
             if state is not None:
@@ -461,36 +446,6 @@ class Driver:
 
     def _mean_episode_length(self, window) -> int:
         return int(window.mean("episode_length") or self.spec.max_episode_steps or 50)
-
-    def _print_progress(self, started: float, metrics: dict) -> None:
-        train = self.config.train
-        elapsed = time.monotonic() - started
-        fractions = []
-        if train.max_minutes:
-            fractions.append(elapsed / (60 * train.max_minutes))
-        if train.max_env_steps:
-            fractions.append(self.counters.env_steps / train.max_env_steps)
-        eta = ""
-        if fractions and max(fractions) > 0:
-            remaining = elapsed * (1 - max(fractions)) / max(fractions)
-            eta = f" ETA {_clock(max(remaining, 0))}"
-        parts = [
-            f"{_clock(elapsed)}{eta}",
-            f"upd {self.counters.updates}",
-            f"env {self.counters.env_steps}",
-        ]
-        for key, label in (
-            ("total_loss", "loss"),
-            ("episode_return", "return"),
-            ("test_return", "test"),
-            ("test_win_rate", "win"),
-            ("env_steps_per_s", "env/s"),
-        ):
-            if key in metrics and metrics[key] is not None and math.isfinite(metrics[key]):
-                parts.append(f"{label} {metrics[key]:.3g}")
-        line = " | ".join(parts)
-        end = "\r" if sys.stderr.isatty() else "\n"
-        print(line.ljust(100), end=end, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._backend.kind == "inline" and self._pending_test is not None:
@@ -506,140 +461,7 @@ class Driver:
         self._backend.shutdown()
 
 
-class _Window:
-    """Sums of metrics between two log lines (throughput, waits, losses)."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-        self.updates = 0
-        self.iterations = 0
-        self.env_steps = 0
-
-    def state(self) -> dict:
-        return {
-            "sums": self.sums,
-            "counts": self.counts,
-            "updates": self.updates,
-            "iterations": self.iterations,
-            "env_steps": self.env_steps,
-        }
-
-    @classmethod
-    def from_state(cls, state: dict | None) -> "_Window":
-        window = cls()
-        if state:
-            window.sums = {k: float(v) for k, v in state["sums"].items()}
-            window.counts = {k: int(v) for k, v in state["counts"].items()}
-            window.updates, window.iterations, window.env_steps = state["updates"], state["iterations"], state["env_steps"]
-        return window
-
-    def add(self, key: str, value: float, count: int = 1) -> None:
-        self.sums[key] = self.sums.get(key, 0.0) + float(value)
-        self.counts[key] = self.counts.get(key, 0) + count
-        if key == "iteration_seconds":
-            self.iterations += 1
-
-    def add_metrics(self, metrics: dict, count: int) -> None:
-        self.updates += count
-        for key, value in metrics.items():
-            self.add(key, value * count, count)
-
-    def add_rollout(self, result) -> None:
-        self.env_steps += result.env_steps
-        for key, value in result.metrics.items():
-            if key in ("env_steps", "episodes"):
-                continue
-            self.add(key, value)
-
-    def mean(self, key: str) -> float | None:
-        return self.sums[key] / self.counts[key] if self.counts.get(key) else None
-
-    def summary(self, counters: Counters) -> dict[str, float]:
-        seconds = max(time.perf_counter() - self.start, 1e-9)
-        out = {}
-        for key in self.sums:
-            if key.endswith("_seconds") or key == "reanalyzed_steps":
-                out[key] = self.sums[key]
-            else:
-                out[key] = self.mean(key)
-        out["env_steps_per_s"] = self.env_steps / seconds
-        out["searches_per_s"] = self.env_steps / seconds  # one search per env step
-        out["updates_per_s"] = self.updates / seconds
-        out["env_steps"] = float(counters.env_steps)
-        out["episodes"] = float(counters.episodes)
-        out["policy_version"] = float(counters.updates)
-        return out
-
-
-# --- what every driver shares: the run directory and resuming (stopping: training/stopping.py) ---
-def prepare_run_dir(run_dir: pathlib.Path, resume: bool) -> None:
-    """Checks that `run_dir` can hold this run (or holds the run to resume) and is writable."""
-    if resume and not (run_dir / "config.json").exists():
-        raise MooziError(f"cannot resume: {run_dir} has no config.json (not a moozi run directory)")
-    if not resume and (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
-        raise MooziError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another --run-dir")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write_test"
-        probe.write_bytes(b"ok")
-        probe.unlink()
-    except OSError as e:
-        raise MooziError(f"run directory {run_dir} is not writable: {e.strerror or e}") from None
-
-
-def resumed_config(run_dir: pathlib.Path, requested: Config) -> Config:
-    """The saved config of the run to resume, with the requested stopping rules and backend:
-    those may change on resume; everything that shapes learning may not."""
-    saved = load_saved_config(run_dir / "config.json")
-    return dataclasses.replace(saved, train=dataclasses.replace(
-        saved.train, max_minutes=requested.train.max_minutes, max_env_steps=requested.train.max_env_steps
-    ), backend=requested.backend)
-
-
-def strength_score(test_metrics: dict, episodes: int) -> tuple[str | None, float, float]:
-    """(name, score, standard error) of the in-training test that picks the best checkpoint:
-    Connect Four's solver keeps-result rate (a fixed labelled set, so no game noise), else the
-    score against the random player (win + draw / 2), else the mean return. The error of a rate
-    comes from its logged 95% Wilson interval, which stays honest at 0 and 1."""
-    if "test_solver_keeps_result" in test_metrics:
-        half = (test_metrics["test_solver_keeps_result_ci_high"] - test_metrics["test_solver_keeps_result_ci_low"]) / 2
-        return "test_solver_keeps_result", float(test_metrics["test_solver_keeps_result"]), half / Z_95
-    if "test_win_rate" in test_metrics:
-        score = test_metrics["test_win_rate"] + 0.5 * test_metrics.get("test_draw_rate", 0.0)
-        half = (test_metrics["test_win_rate_ci_high"] - test_metrics["test_win_rate_ci_low"]) / 2
-        return "test_score", float(score), half / Z_95
-    if "test_return" in test_metrics:
-        se = test_metrics.get("test_return_std", 0.0) / math.sqrt(max(episodes, 1))
-        return "test_return", float(test_metrics["test_return"]), float(se)
-    return None, 0.0, 0.0
-
-
-def next_best(best: dict | None, name: str, score: float, se: float, update: int) -> dict | None:
-    """The new best-checkpoint record, or None to keep `best`.
-
-    The newest tested parameters become the best unless they are measurably worse (95%, the
-    difference of two independent estimates) than the peak: the highest score tested so far.
-    Keeping the single highest score instead would keep whichever early checkpoint the test's
-    noise flattered (on Connect Four a 200-update checkpoint stayed "best" over a 1,300-update
-    one that beat random 88 to 77 games); measuring against the peak, not the current best,
-    keeps a slow decline from passing unnoticed one small step at a time.
-    """
-    peak = best["peak"] if best is not None and best["name"] == name else None
-    if peak is not None and score < peak["score"] - Z_95 * math.hypot(se, peak["se"]):
-        return None
-    if peak is None or score > peak["score"]:
-        peak = {"score": score, "se": se, "update": update}
-    return {"name": name, "score": score, "se": se, "update": update, "peak": peak}
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def training_worker_class(config: Config) -> type:
+def training_worker_class(config: Config) -> type[TrainingWorker]:
     """The training rollout worker for the config's game: `AnakinRolloutWorker` for JAX-native
     games (the whole self-play segment is one jitted program), `TrainingRolloutWorker` otherwise."""
     return AnakinRolloutWorker if is_jax_native(config.game) else TrainingRolloutWorker
@@ -649,8 +471,8 @@ class _PendingTest(NamedTuple):
     """The in-training test in flight: the update it tests and its backend futures."""
 
     update: int
-    metrics: object  # the testing worker's metrics
-    state: object  # the learner's state at `update` (None: no best checkpoint is kept)
+    metrics: Call[dict[str, float]]  # the testing worker's metrics
+    state: Call[TrainState] | None  # the learner's state at `update` (None: no best checkpoint is kept)
     meta: dict  # the run's checkpoint metadata at `update` (its counters then)
 
 
@@ -658,62 +480,6 @@ class _PendingTest(NamedTuple):
 class _Pending:
     """The calls of one iteration in flight (backend futures)."""
 
-    rollouts: dict  # training worker index -> its rollout's future
-    update: object = None
-    reanalyze: object = None
-
-
-# Share of the memory available at start that the replay buffer may take: the rest is for the
-# networks, the compiled programs, the envs, the rollouts in flight and everything else running.
-REPLAY_MEMORY_SHARE = 0.7
-
-
-def available_memory_bytes() -> int | None:
-    """Memory available to new allocations (Linux's MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_replay_fits_here(config: Config, spec) -> None:
-    if config.backend.ray_address is None:  # on a cluster the replay buffer may live on another node
-        check_replay_fits(config, spec)
-
-
-def check_replay_fits(config: Config, spec, available: int | None = None) -> None:
-    """Refuses, before anything is allocated, a replay capacity that cannot fit in this machine's memory."""
-    available = available_memory_bytes() if available is None else available
-    if available is None:
-        return
-    need = replay_bytes(config.replay, spec)
-    budget = REPLAY_MEMORY_SHARE * available
-    if need <= budget:
-        return
-    capacity = config.replay.capacity
-    fits = _largest_capacity_within(config.replay, spec, budget)
-    raise MooziError(
-        f"out of memory: replay.capacity={capacity:,} needs {need / 2**30:.1f} GiB for {spec.name} ({need / capacity:,.0f} bytes "
-        f"per step), more than {REPLAY_MEMORY_SHARE:.0%} of the {available / 2**30:.1f} GiB of memory available; "
-        f"set --set replay.capacity={fits} or less"
-    )
-
-
-def _largest_capacity_within(replay, spec, budget: float) -> int:
-    """The largest capacity (a multiple of 1000 where one fits) whose buffer takes at most `budget` bytes;
-    not proportional, as the priority trees round the capacity up to a power of two."""
-    low, high = 0, replay.capacity
-    while low < high:
-        middle = (low + high + 1) // 2
-        if replay_bytes(dataclasses.replace(replay, capacity=middle), spec) <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return low // 1000 * 1000 if low >= 1000 else low
+    rollouts: dict[int, Call[RolloutResult]]  # training worker index -> its rollout's future
+    update: Call[UpdateResult] | None = None
+    reanalyze: Call[list] | None = None

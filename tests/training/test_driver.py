@@ -18,7 +18,8 @@ from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint
 from moozi.errors import MooziError
 from moozi.runs.metrics_log import read_metrics
 from moozi.training.backends import InlineBackend, WaitInterrupted
-from moozi.training.driver import Driver, next_best, strength_score
+from moozi.training.best_checkpoint import next_best, strength_score
+from moozi.training.driver import Driver
 
 
 def _config(max_env_steps, **extra):
@@ -127,10 +128,10 @@ class _Role:
 def test_threaded_inline_calls_run_in_order_on_the_roles_thread_and_errors_surface_at_get():
     backend = InlineBackend(threaded=True)
     a, b = backend.start("a", _Role), backend.start("b", _Role)
-    first = a.call("record", 1)
-    relayed = b.call("record", backend.resolve_arg(first))  # a future handed from one role to another
-    failed = a.call("fail")
-    last = a.call("record", 2)
+    first = a.call(_Role.record, 1)
+    relayed = b.call(_Role.record, backend.resolve_arg(first))  # a future handed from one role to another
+    failed = a.call(_Role.fail)
+    last = a.call(_Role.record, 2)
     assert backend.get([relayed, last]) == [1, 2]
     with pytest.raises(ValueError, match="boom"):
         backend.get(failed)
@@ -140,15 +141,17 @@ def test_threaded_inline_calls_run_in_order_on_the_roles_thread_and_errors_surfa
     for handle in (a, b):
         handle.drain()
     unthreaded = InlineBackend(threaded=False).start("c", _Role)
-    assert unthreaded.obj.calls == [] and InlineBackend(threaded=False).get(unthreaded.call("record", 3)) == 3
+    assert unthreaded.obj.calls == [] and InlineBackend(threaded=False).get(unthreaded.call(_Role.record, 3)) == 3
     assert unthreaded.obj.calls == [(3, threading.current_thread().name)]
+    with pytest.raises(TypeError, match=r"handle.call\(ReplayRole.ready\), not its name 'record'"):
+        unthreaded.call("record", 4)  # a role's method, not its name: a reader can follow the call
 
 
 def test_get_first_takes_the_first_call_to_finish_and_gives_up_on_a_stop_request():
     backend = InlineBackend(threaded=True)
     slow_role, fast_role = backend.start("slow", _Role), backend.start("fast", _Role)
     release = threading.Event()
-    slow, fast = slow_role.call("wait_for", release), fast_role.call("record", 7)
+    slow, fast = slow_role.call(_Role.wait_for, release), fast_role.call(_Role.record, 7)
     assert backend.get_first([slow, fast]) == (1, 7)
     backend.interrupt = lambda: "a signal"
     with pytest.raises(WaitInterrupted, match=r"stopped \(a signal\) while waiting for slow.wait_for"):
@@ -159,13 +162,13 @@ def test_get_first_takes_the_first_call_to_finish_and_gives_up_on_a_stop_request
     assert backend.get_first([slow, fast]) == (0, "slow")  # both finished: the lower index
     hold = threading.Event()
     with pytest.raises(ValueError, match="boom"):  # the first to finish failed: `get`'s error
-        backend.get_first([slow_role.call("wait_for", hold), fast_role.call("fail")])
+        backend.get_first([slow_role.call(_Role.wait_for, hold), fast_role.call(_Role.fail)])
     hold.set()
     for handle in (slow_role, fast_role):
         handle.drain()
     unthreaded = InlineBackend(threaded=False)
     role = unthreaded.start("c", _Role)
-    assert unthreaded.get_first([role.call("record", 1), role.call("record", 2)]) == (0, 1)
+    assert unthreaded.get_first([role.call(_Role.record, 1), role.call(_Role.record, 2)]) == (0, 1)
 
 
 def test_existing_run_needs_resume_and_resume_needs_arun_driver(tmp_path):
@@ -342,12 +345,12 @@ def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_stat
 
 
 def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_directory_exists(tmp_path, monkeypatch):
-    from moozi.training import driver as driver_mod
+    from moozi.training import replay_memory
 
     config = tiny_config(**{"replay.capacity": 1_000_000})
     spec = env_spec(config)
     need = replay_bytes(config.replay, spec)
-    monkeypatch.setattr(driver_mod, "available_memory_bytes", lambda: need)  # 70% of it is not enough
+    monkeypatch.setattr(replay_memory, "available_memory_bytes", lambda: need)  # 70% of it is not enough
     with pytest.raises(MooziError) as info:
         Driver(config, tmp_path / "run", progress=False)
     message = str(info.value)
@@ -355,8 +358,8 @@ def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_direc
     suggested = int(message.split("--set replay.capacity=")[1].split()[0])
     assert replay_bytes(dataclasses.replace(config.replay, capacity=suggested), spec) <= 0.7 * need
     assert not (tmp_path / "run").exists()
-    monkeypatch.setattr(driver_mod, "available_memory_bytes", lambda: 2 * need)  # fits: nothing refused
-    driver_mod.check_replay_fits(config, spec)
+    monkeypatch.setattr(replay_memory, "available_memory_bytes", lambda: 2 * need)  # fits: nothing refused
+    replay_memory.check_replay_fits(config, spec)
 
 
 def test_cli_eval_of_a_one_player_game_caps_episodes_and_says_so(tmp_path):

@@ -24,7 +24,8 @@ from moozi.runs.checkpoint import latest_checkpoint, load_checkpoint  # noqa: E4
 from moozi.config import build_config  # noqa: E402
 from moozi.runs.metrics_log import read_metrics  # noqa: E402
 from moozi.errors import MooziError  # noqa: E402
-from moozi.training.backends import RayBackend, RoleDiedError, _is_loopback, make_backend  # noqa: E402
+from moozi.training.backends import RayBackend, RoleDiedError, make_backend  # noqa: E402
+from moozi.training.backends.ray_placement import is_loopback as _is_loopback  # noqa: E402
 from moozi.training.driver import Driver  # noqa: E402
 from moozi.training.roles.parameter_optimizer import ParameterOptimizer  # noqa: E402
 from tests.helpers.tiny import TINY, run_driver as _run, deterministic_rows as _deterministic_rows  # noqa: E402
