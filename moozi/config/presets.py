@@ -22,16 +22,14 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "planner.discount": 1.0,
         "planner.dirichlet_alpha": 0.5,
         "loss.value_coef": 1.0,  # values drive the search in board games: full weight
-        "targets.history_length": 1,
         "targets.td_steps": 9,  # the longest game: a Monte-Carlo return
         "targets.discount": 1.0,
         "targets.num_unroll_steps": 3,
         "env.num_envs": 32,
         "train.batch_size": 128,
         "train.rollout_steps": 4,
-        # Four updates per 128 new steps at a high rate: the tiny network's loop is bound by Python
-        # dispatch, so learning more from each step buys time (docs/experiments/2026-11-24-presets.md).
-        "train.updates_per_iteration": 4,
+        # The base's 4 updates per 128 new steps, at a high rate: the tiny network's loop is bound by
+        # Python dispatch, so learning more from each step buys time (docs/experiments/2026-11-24-presets.md).
         "optimizer.learning_rate": 3e-3,
         "train.test_every_updates": 1000,
         "train.test_episodes": 50,
@@ -54,11 +52,9 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "network.support.transform": "identity",
         # Layer norm: acting and training compute the same function (no running moments).
         "network.normalization": "layer",
-        "network.channels": 32,
         "network.representation_blocks": 3,
         "network.dynamics_blocks": 1,
         "loss.value_coef": 1.0,
-        "targets.history_length": 1,
         "targets.td_steps": 42,  # the longest game: a Monte-Carlo return
         "targets.discount": 1.0,
         "env.num_envs": 32,
@@ -76,7 +72,6 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         # weight 1, 3 blocks, uniform replay.
         "planner.search_policy": "gumbel_muzero",
         "planner.num_simulations": 32,
-        "planner.max_num_considered_actions": 16,
         "planner.play_simulations": 64,
         # Never pass first; after the opponent's pass, pass exactly when the area count wins
         # (docs/go.md, "Passing at play time").
@@ -89,7 +84,6 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "network.representation_blocks": 3,
         "network.dynamics_blocks": 1,
         "loss.value_coef": 1.0,
-        "targets.history_length": 1,
         "targets.td_steps": 200,
         "targets.discount": 1.0,
         "env.num_envs": 32,
@@ -102,11 +96,8 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "replay.sampling": "uniform",
     },
     "cartpole": {
+        # The base's 50 simulations are muzero-general's cartpole setting.
         "network.kind": "mlp",
-        "planner.num_simulations": 50,  # muzero-general's cartpole setting
-        "targets.history_length": 1,
-        "targets.td_steps": 10,
-        "env.num_envs": 16,
         "replay.capacity": 50_000,
         "replay.min_fill": 1_000,
     },
