@@ -50,6 +50,7 @@ from moozi.agent.go_rules import (  # noqa: E402
     parse_vertex,
     play_move,
     point_to_action,
+    repeats_position,
 )
 
 _COLOUR_NAMES = ("b", "w")
@@ -159,6 +160,7 @@ class GameResult:
     moves: int
     reason: str
     record: list[str]  # "B D4", "W pass", ...
+    forced: list[int] = dataclasses.field(default_factory=list)  # move numbers of passes with no legal stone
 
 
 def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_size: int, komi: float,
@@ -166,9 +168,10 @@ def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_s
     """One game refereed on an OpenSpiel go state; engines are labelled "A"/"B"."""
     labels = (black, white)
     record: list[str] = []
+    forced: list[int] = []
 
     def result(winner, score, reason):
-        return GameResult(black, white, winner, score, len(record), reason, record)
+        return GameResult(black, white, winner, score, len(record), reason, record, forced)
 
     def other(label):
         return white if label == black else black
@@ -208,6 +211,9 @@ def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_s
         if action is None:
             return result(receiver, None, f"{mover} answered genmove with {text.strip()!r}")
         vertex = action_to_vertex(action, board_size)
+        if action == pass_action and not any(
+                a != pass_action and not repeats_position(state, a) for a in state.legal_actions()):
+            forced.append(len(record) + 1)  # every empty point was suicide or a repeat: no choice
         reason = play_move(state, action)
         if reason == REPEATS_POSITION:
             record.append(f"{name.upper()} {vertex}")
@@ -233,12 +239,13 @@ def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_s
 
 
 def first_passes(result: GameResult) -> dict[str, int | None]:
-    """The move number (1-based) of each engine's first pass in the game, None where it never passed."""
+    """The move number (1-based) of each engine's first pass that it chose, None where it never chose
+    one: a pass with no legal stone left (every empty point suicide or a repeat) is not a choice."""
     out: dict[str, int | None] = {result.black: None, result.white: None}
     for number, entry in enumerate(result.record, start=1):
         colour, vertex = entry.split()
         label = result.black if colour == "B" else result.white
-        if vertex == "pass" and out[label] is None:
+        if vertex == "pass" and number not in result.forced and out[label] is None:
             out[label] = number
     return out
 
@@ -278,8 +285,8 @@ def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi
         "komi": komi,
         "max_moves": max_moves,
         "seed": seed,
-        "results": [{**{k: v for k, v in dataclasses.asdict(r).items() if k != "record"}, "first_pass": first_passes(r)}
-                    for r in results],
+        "results": [{**{k: v for k, v in dataclasses.asdict(r).items() if k not in ("record", "forced")},
+                     "first_pass": first_passes(r), "forced_passes": len(r.forced)} for r in results],
         "seconds": round(time.monotonic() - start, 1),
         "load_average_1min": os.getloadavg()[0],
     }

@@ -39,6 +39,7 @@ def test_two_passers_alternate_colours_and_white_wins_on_komi(tmp_path):
         ("B", "A", "A", "W+7.5", 2, "two passes"),
     ]
     assert [r["first_pass"] for r in report["results"]] == [{"A": 1, "B": 2}, {"B": 1, "A": 2}]
+    assert [r["forced_passes"] for r in report["results"]] == [0, 0]
     assert lines == [
         "game 1: A black, B white: B wins W+7.5 after 2 moves (two passes)",
         "game 2: A white, B black: A wins W+7.5 after 2 moves (two passes)",
@@ -143,3 +144,12 @@ def test_moozi_gtp_against_gnugo(tmp_path_factory):
         # Our engine only ever answers legal moves; the game ends by the rules, not by an engine failure.
         assert result["reason"] in ("two passes", "move cap (60)", "B resigned"), result
     assert len(lines) == 2
+
+
+def test_a_pass_with_no_legal_stone_is_not_a_chosen_pass():
+    from bench.gtp_match import GameResult, first_passes
+
+    record = ["B E5", "W D4", "B pass", "W pass"]
+    assert first_passes(GameResult("A", "B", "A", "B+1", 4, "two passes", record)) == {"A": 3, "B": 4}
+    # Black's pass at move 3 was its only legal move: white's at 4 is the first one chosen.
+    assert first_passes(GameResult("A", "B", "A", "B+1", 4, "two passes", record, forced=[3])) == {"A": None, "B": 4}
