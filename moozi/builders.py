@@ -133,6 +133,11 @@ def is_actor_critic(config: Config) -> bool:
     return config.agent in ACTOR_CRITIC_AGENTS
 
 
+def is_asynchronous(config: Config) -> bool:
+    """Whether the host loop runs the actor-learner queue (`impala.asynchronous`; PPO has no such mode)."""
+    return config.agent == "impala" and config.impala.asynchronous
+
+
 def make_actor_critic_learner(config: Config, spec: EnvSpec, num_envs: int | None = None):
     """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*`
     section), for rollouts of `num_envs` envs (the section's B unless given)."""

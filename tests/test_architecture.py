@@ -10,6 +10,7 @@ a dependency). Run this file alone to print the layers and their imports:
 from __future__ import annotations
 
 import ast
+import re
 import pathlib
 import subprocess
 import sys
@@ -152,3 +153,38 @@ def test_importing_does_not_pull_in(module, forbidden):
     code = f"import sys, {module}; print(any(m == {forbidden!r} or m.startswith({forbidden!r} + '.') for m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def _is_config_agent(node) -> bool:
+    """`config.agent`, `self.config.agent`, `agent.config.agent`, ...: the run's agent kind."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "agent"):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id == "config") or (
+        isinstance(owner, ast.Attribute) and owner.attr == "config")
+
+
+def test_the_agent_kind_is_chosen_in_builders_only():
+    # docs/architecture.md: builders.py turns the config's agent kind into the pieces each part of the
+    # system uses (searches_env_state, is_actor_critic, make_act, ...); config/ defines and validates
+    # it. A comparison of `config.agent` anywhere else is a decision made behind builders' back.
+    allowed = {PACKAGE / "builders.py", *sorted((PACKAGE / "config").glob("*.py"))}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Compare) and any(map(_is_config_agent, [node.left, *node.comparators])):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert found == []
+
+
+def test_docs_architecture_names_every_module():
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    house = text[text.index("## The house"):]
+    house = house[house.index("```"):]
+    house = house[:house.index("```", 3)]
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", house))
+    missing = [str(path.relative_to(PACKAGE.parent)) for path in sorted(PACKAGE.rglob("*.py"))
+               if path.stem != "__init__" and path.stem not in words]
+    assert missing == [], f"docs/architecture.md's module list lacks {missing}"

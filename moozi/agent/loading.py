@@ -34,6 +34,7 @@ from moozi.builders import (
     is_actor_critic,
     make_acting,
     make_actor_critic_learner,
+    searches_env_state,
     seed_key,
 )
 
@@ -72,7 +73,7 @@ class Agent:
     @property
     def needs_env_state(self) -> bool:
         """AlphaZero agents search from the game's own state, so `act` needs it."""
-        return self.config.agent == "alphazero"
+        return searches_env_state(self.config)
 
     def act(self, history, step: StepOutput, last_action: int, env_state=None):
         """One decision (greedy unless `sample`): returns (new history, augmented action, root value).

@@ -113,7 +113,9 @@ class PositionsEvaluator:
         if not self.positions:
             raise MooziError("no positions to evaluate")
         self._act = act
-        self._with_env_state = config.agent == "alphazero"
+        from moozi.builders import searches_env_state
+
+        self._with_env_state = searches_env_state(config)
         batcher = PositionBatcher(spec.name, config.targets.history_length)
         self._batches = []  # (inputs of `batch_size` positions, how many of them are real)
         for start in range(0, len(self.positions), batch_size):

@@ -31,7 +31,8 @@ from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_check
 from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.run_dir import prepare_run_dir, resumed_config
 from moozi.runs.summary import write_summary
-from moozi.training.actor_critic_host import AsynchronousHostTrainer, HostTrainer, is_asynchronous
+from moozi.builders import is_asynchronous
+from moozi.training.actor_critic_host import AsynchronousHostTrainer, HostTrainer
 from moozi.training.backends import make_backend
 from moozi.training.best_checkpoint import next_best, strength_score
 from moozi.training.counters import Counters

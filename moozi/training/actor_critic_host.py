@@ -114,11 +114,6 @@ class HostTrainer(TrainerState):
         self._backend.shutdown()
 
 
-def is_asynchronous(config: Config) -> bool:
-    """Whether the host loop runs the actor-learner queue (`impala.asynchronous`; PPO has no such mode)."""
-    return config.agent == "impala" and config.impala.asynchronous
-
-
 class _Launch(NamedTuple):
     worker: int  # the training rollout worker's index
     version: int  # the policy version (updates so far) whose parameters play the rollout
