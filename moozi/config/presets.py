@@ -5,6 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 # Small presets over the base config: only what differs per game, never a whole copied config.
+# How Connect Four learns best on this machine (docs/board_games.md), shared with go9 (docs/go.md).
+_BOARD_GAME_LEARNING = {
+    # Outcomes one-hot on the identity categories -1, 0, 1.
+    "network.support.min_value": -1,
+    "network.support.max_value": 1,
+    "network.support.transform": "identity",
+    # Layer norm: acting and training compute the same function (no running moments).
+    "network.normalization": "layer",
+    "network.representation_blocks": 3,
+    "network.dynamics_blocks": 1,
+    "loss.value_coef": 1.0,
+    "targets.discount": 1.0,
+    "env.num_envs": 32,
+    "train.batch_size": 128,
+    "replay.capacity": 200_000,
+    "replay.min_fill": 2_000,
+    # Uniform, as AlphaZero samples: with Monte-Carlo targets |v - z| mostly measures how
+    # unpredictable a position still is.
+    "replay.sampling": "uniform",
+}
 PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
     "tic_tac_toe": {
         # A small MLP: the board is nine cells.
@@ -46,24 +66,8 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "train.updates_per_iteration": 8,
         "planner.max_num_considered_actions": 7,
         "planner.discount": 1.0,
-        # Outcomes one-hot on the identity categories -1, 0, 1 (docs/board_games.md).
-        "network.support.min_value": -1,
-        "network.support.max_value": 1,
-        "network.support.transform": "identity",
-        # Layer norm: acting and training compute the same function (no running moments).
-        "network.normalization": "layer",
-        "network.representation_blocks": 3,
-        "network.dynamics_blocks": 1,
-        "loss.value_coef": 1.0,
+        **_BOARD_GAME_LEARNING,
         "targets.td_steps": 42,  # the longest game: a Monte-Carlo return
-        "targets.discount": 1.0,
-        "env.num_envs": 32,
-        "train.batch_size": 128,
-        "replay.capacity": 200_000,
-        "replay.min_fill": 2_000,
-        # Uniform, as AlphaZero samples: with Monte-Carlo targets |v - z| mostly measures how
-        # unpredictable a position still is (docs/board_games.md).
-        "replay.sampling": "uniform",
     },
     "go9": {
         # AlphaZero mode on pgx's go_9x9: MuZero learned to pass (docs/go.md, "Why AlphaZero mode").
@@ -77,23 +81,11 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         # (docs/go.md, "Passing at play time").
         "planner.play_pass_rule": "after_opponent_if_ahead",
         "planner.discount": 1.0,
-        "network.support.min_value": -1,
-        "network.support.max_value": 1,
-        "network.support.transform": "identity",
-        "network.normalization": "layer",
-        "network.representation_blocks": 3,
-        "network.dynamics_blocks": 1,
-        "loss.value_coef": 1.0,
+        **_BOARD_GAME_LEARNING,
         "targets.td_steps": 200,
-        "targets.discount": 1.0,
-        "env.num_envs": 32,
-        "train.batch_size": 128,
         # Keeps the learner busy while the search plays (docs/go.md).
         "train.updates_per_iteration": 16,
         "train.test_every_updates": 500,
-        "replay.capacity": 200_000,
-        "replay.min_fill": 2_000,
-        "replay.sampling": "uniform",
     },
     "cartpole": {
         # The base's 50 simulations are muzero-general's cartpole setting.

@@ -263,7 +263,6 @@ def loss_fn(
     num_unroll = batch.actions.shape[1]  # K
     targets, alpha = value_targets(batch, config, network, target_variables, update)
     outputs, new_batch_stats = unroll(network, params, batch_stats, batch, config.dynamics_gradient_scale)
-    root = outputs[0]
 
     policy, policy_ce = policy_term(batch, outputs, num_unroll)
     value, value_ce = value_term(targets, outputs, support, num_unroll)
@@ -281,6 +280,16 @@ def loss_fn(
         "reward_loss": config.reward_coef * reward,
         "consistency_loss": config.consistency_coef * consistency,
     }
+    return combine_terms(config, params, batch, outputs, targets, terms, (policy_ce, value_ce, reward_ce),
+                         num_unroll, alpha, new_batch_stats)
+
+
+def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, targets, terms: dict,
+                  cross_entropies, num_unroll: int, alpha, new_batch_stats, extra_metrics=None) -> tuple[Array, LossAux]:
+    """The loss from its weighted [B] terms (the entropy bonus, importance weights and L2 added),
+    with the replay priorities and the logged metrics: shared by every unrolled loss."""
+    policy_ce, value_ce, reward_ce = cross_entropies
+    root = outputs[0]
     # [B] the root prior's entropy over the actions p*_t supports, masked: the bonus and the collapse diagnostic.
     root_entropy = supported_entropy(root.policy_logits, batch.action_probs[:, 0]) * batch.policy_mask[:, 0]
     if config.entropy_coef > 0:
@@ -309,6 +318,7 @@ def loss_fn(
         policy_entropy_supported=jnp.sum(root_entropy) / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
         priority_mean=jnp.mean(priorities),
         importance_weight_mean=jnp.mean(weight),
+        **(extra_metrics or {}),
     )
     aux = LossAux(
         metrics=metrics,

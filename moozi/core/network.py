@@ -413,6 +413,32 @@ class Network:
     project_train: Callable  # (variables, hidden_state) -> ([B, D], batch_stats)
 
 
+def model_calls(model):
+    """(init, acting, training) for a Flax model whose `init_all` touches every submodule:
+    `init(rng, stacked_obs)` gives its variables, `acting(method)` a call in inference mode and
+    `training(method)` one in training mode that also returns the updated batch statistics."""
+
+    def init(rng, stacked_obs):
+        variables = dict(model.init(rng, stacked_obs, method=type(model).init_all))
+        variables.setdefault("batch_stats", {})  # layer norm keeps no moments; the variables keep their shape
+        return variables
+
+    def acting(method):
+        def call(variables, *args):
+            return model.apply(variables, *args, train=False, method=method)
+
+        return call
+
+    def training(method):
+        def call(variables, *args):
+            out, updates = model.apply(variables, *args, train=True, method=method, mutable=["batch_stats"])
+            return out, updates.get("batch_stats", {})
+
+        return call
+
+    return init, acting, training
+
+
 def make_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
     action_planes=None,
@@ -436,24 +462,7 @@ def make_network(
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
     model = _MuZeroModel(config, num_actions, planes)
     M = _MuZeroModel
-
-    def init(rng, stacked_obs):
-        variables = dict(model.init(rng, stacked_obs, method=M.init_all))
-        variables.setdefault("batch_stats", {})  # layer norm keeps no moments; the variables keep their shape
-        return variables
-
-    def acting(method):
-        def call(variables, *args):
-            return model.apply(variables, *args, train=False, method=method)
-
-        return call
-
-    def training(method):
-        def call(variables, *args):
-            out, updates = model.apply(variables, *args, train=True, method=method, mutable=["batch_stats"])
-            return out, updates.get("batch_stats", {})
-
-        return call
+    init, acting, training = model_calls(model)
 
     return Network(
         config=config,

@@ -57,12 +57,11 @@ from moozi.core.history import stack_history
 from moozi.core.loss import (
     LossAux,
     LossConfig,
-    _diagnostics,
+    combine_terms,
     consistency_term,
     policy_term,
     reward_term,
     scale_gradient,
-    supported_entropy,
     value_targets,
     value_term,
 )
@@ -234,7 +233,6 @@ def stochastic_loss_fn(
     targets, alpha = value_targets(target, config, network, target_variables, update)
     unrolled, new_batch_stats = stochastic_unroll(network, params, batch_stats, batch, config.dynamics_gradient_scale)
     outputs = list(unrolled.states)
-    root = outputs[0]
 
     policy, policy_ce = policy_term(target, outputs, num_unroll)
     value, value_ce = value_term(targets, outputs, support, num_unroll)
@@ -257,35 +255,6 @@ def stochastic_loss_fn(
         "chance_loss": config.chance_coef * chance,
         "commitment_loss": config.commitment_coef * commitment,
     }
-    root_entropy = supported_entropy(root.policy_logits, target.action_probs[:, 0]) * target.policy_mask[:, 0]
-    if config.entropy_coef > 0:
-        terms["entropy_loss"] = -config.entropy_coef * root_entropy
-    weight = target.importance_weight  # [B]
-    per_example_loss = weight * sum(terms.values())
-    l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
-    loss = jnp.mean(per_example_loss) + l2_loss
-
-    if config.priority == "max_step":
-        values = jnp.stack([o.value for o in outputs], axis=1)  # [B, K+1]
-        priorities = jax.lax.stop_gradient(jnp.max(jnp.abs(values - targets), axis=1))
-    else:
-        priorities = jax.lax.stop_gradient(jnp.abs(root.value - targets[:, 0]))
-    metrics = {name: jnp.mean(weight * term) for name, term in terms.items()}
-    metrics.update(_diagnostics(target, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll))
-    metrics.update(
-        l2_loss=l2_loss,
-        total_loss=loss,
-        value_mean=jnp.mean(root.value),
-        value_target_mean=jnp.mean(targets[:, 0]),
-        search_value_weight=alpha,
-        reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
-        policy_entropy=jnp.mean(-jnp.sum(jax.nn.softmax(root.policy_logits) * jax.nn.log_softmax(root.policy_logits),
-                                         axis=-1)),
-        policy_entropy_supported=jnp.sum(root_entropy) / jnp.maximum(jnp.sum(target.policy_mask[:, 0]), 1.0),
-        priority_mean=jnp.mean(priorities),
-        importance_weight_mean=jnp.mean(weight),
-        code_perplexity=code_perplexity(unrolled.chance.code, chance_mask) if num_unroll else jnp.float32(0),
-    )
-    aux = LossAux(metrics=metrics, batch_stats=new_batch_stats, priorities=priorities,
-                  per_example_loss=per_example_loss, terms=terms)
-    return loss, aux
+    extra = {"code_perplexity": code_perplexity(unrolled.chance.code, chance_mask) if num_unroll else jnp.float32(0)}
+    return combine_terms(config, params, target, outputs, targets, terms, (policy_ce, value_ce, reward_ce),
+                         num_unroll, alpha, new_batch_stats, extra)

@@ -52,6 +52,7 @@ from moozi.core.network import (
     _ResRepresentation,
     _min_max_scale,
     make_network,
+    model_calls,
 )
 from moozi.core.scalar import logits_to_scalar
 from moozi.core.types import Array
@@ -322,24 +323,7 @@ def make_stochastic_network(
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
     model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes)
     M = _StochasticMuZeroModel
-
-    def init(rng, stacked_obs):
-        variables = dict(model.init(rng, stacked_obs, method=M.init_all))
-        variables.setdefault("batch_stats", {})
-        return variables
-
-    def acting(method):
-        def call(variables, *args):
-            return model.apply(variables, *args, train=False, method=method)
-
-        return call
-
-    def training(method):
-        def call(variables, *args):
-            out, updates = model.apply(variables, *args, train=True, method=method, mutable=["batch_stats"])
-            return out, updates.get("batch_stats", {})
-
-        return call
+    init, acting, training = model_calls(model)
 
     methods = ("initial_inference", "afterstate_inference", "recurrent_inference", "chance_inference", "project")
     return StochasticNetwork(
