@@ -208,6 +208,18 @@ def with_absorbing_dummy(model: SearchModel) -> SearchModel:
     return SearchModel(root=root, recurrent=recurrent)
 
 
+def learned_root(network):
+    """The search's root from a learned network: initial inference on the stacked observations
+    (shared by the deterministic and the stochastic model)."""
+
+    def root(params, rng, stacked_obs):
+        del rng
+        out = network.initial_inference(params, stacked_obs)
+        return mctx.RootFnOutput(prior_logits=out.policy_logits, value=out.value, embedding=out.hidden_state)
+
+    return root
+
+
 def make_learned_model(network, discount: float) -> SearchModel:
     """MuZero's model without the dummy-action rule: root = initial inference, recurrent = recurrent inference.
 
@@ -216,11 +228,6 @@ def make_learned_model(network, discount: float) -> SearchModel:
     are already decoded to environment scale. `discount` is the signed
     per-edge discount (`search_discount`).
     """
-
-    def root(params, rng, stacked_obs):
-        del rng
-        out = network.initial_inference(params, stacked_obs)
-        return mctx.RootFnOutput(prior_logits=out.policy_logits, value=out.value, embedding=out.hidden_state)
 
     def recurrent(params, rng, action, hidden_state):
         del rng
@@ -235,7 +242,7 @@ def make_learned_model(network, discount: float) -> SearchModel:
             out.hidden_state,
         )
 
-    return SearchModel(root=root, recurrent=recurrent)
+    return SearchModel(root=learned_root(network), recurrent=recurrent)
 
 
 def make_muzero_model(network, discount: float) -> SearchModel:

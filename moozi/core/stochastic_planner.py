@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from moozi.core.planner import PlannerConfig, PlannerOutput, SearchPolicy, legal_to_invalid, summarize, tree_max_depth
+from moozi.core.planner import PlannerConfig, PlannerOutput, SearchPolicy, learned_root, legal_to_invalid, summarize, tree_max_depth
 from moozi.core.types import Array
 from moozi.envs.base import DUMMY_ACTION
 from moozi.errors import MooziError
@@ -66,11 +66,6 @@ def make_stochastic_learned_model(network, discount: float) -> StochasticSearchM
     stochastic_network.py; `discount` is the signed per-step discount (`planner.search_discount`).
     """
 
-    def root(params, rng, stacked_obs):
-        del rng
-        out = network.initial_inference(params, stacked_obs)
-        return mctx.RootFnOutput(prior_logits=out.policy_logits, value=out.value, embedding=out.hidden_state)
-
     def decision(params, rng, action, hidden_state):
         del rng
         out = network.afterstate_inference(params, hidden_state, action)
@@ -90,7 +85,7 @@ def make_stochastic_learned_model(network, discount: float) -> StochasticSearchM
             out.hidden_state,
         )
 
-    return StochasticSearchModel(root=root, decision=decision, chance=chance)
+    return StochasticSearchModel(root=learned_root(network), decision=decision, chance=chance)
 
 
 class AbsorbingEmbedding(NamedTuple):
