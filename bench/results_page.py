@@ -41,6 +41,10 @@ One adapter per kind of result file (the keys each one reads):
 - `python -m bench` summaries (`machine`, `metrics`, `load_average_before`, `seconds`).
 - `bench/anakin.py` output saved as text (.txt): its last line, the JSON object, `anakin_vs_host`,
   `anakin_vs_host_median`, `pairs` {PAIR: {`host_ms_per_batch_step`, `host_outside_acting_ms_per_batch_step`}}.
+- `bench/gpu.py` (`"benchmark": "gpu"`): `device` {`kind`, `platform`, `jax_version`}, `tiny`, `dtype`,
+  `matmul_gflops`, `runs` {NAME: {`env_steps_per_s`, `steady_env_steps_per_s`, `updates_per_s`,
+  `steady_updates_per_s`, `compile_seconds`}}, optional `core` {`batch`, `acting_searches_per_s`,
+  `train_steps_per_s`}.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ class Results:
     atari_pong: list = dataclasses.field(default_factory=list)  # (file, report)
     bench_summary: list = dataclasses.field(default_factory=list)  # (file, report)
     anakin: list = dataclasses.field(default_factory=list)  # (file, report)
+    gpu: list = dataclasses.field(default_factory=list)  # (file, report)
 
 
 def read_files(directory: pathlib.Path = RESULTS) -> list[tuple[str, dict]]:
@@ -118,6 +123,8 @@ def collect(files: list[tuple[str, dict]]) -> Results:
             results.atari_pong.append((name, report))
         elif report.get("benchmark") == "anakin":
             results.anakin.append((name, report))
+        elif report.get("benchmark") == "gpu":
+            results.gpu.append((name, report))
         elif "machine" in report and "metrics" in report:
             results.bench_summary.append((name, report))
         elif report.get("game") == "go9":
@@ -451,11 +458,12 @@ def _leaves(prefix: str, value) -> list[tuple[str, float]]:
 
 
 def speed_section(results: Results) -> list[str]:
-    if not results.bench_summary and not results.anakin:
+    if not results.bench_summary and not results.anakin and not results.gpu:
         return []
     lines = ["## Speed", "",
-             "`python -m bench --quick` and `bench/anakin.py`; bench/README.md defines each metric. Ratios measured",
-             "inside one run (ours over a reference) hold on a loaded machine; absolute rates do not.", ""]
+             "`python -m bench --quick`, `bench/anakin.py` and `bench/gpu.py` (docs/gpu.md); bench/README.md defines",
+             "each metric. Ratios measured inside one run (ours over a reference) hold on a loaded machine; absolute",
+             "rates do not.", ""]
     machines, rows = [], []
     for name, report in results.bench_summary:
         machine = report["machine"]
@@ -471,6 +479,22 @@ def speed_section(results: Results) -> list[str]:
                          f"{detail['anakin_vs_host']:.4g}; {detail['anakin_vs_host_median']:.4g}", name])
             rows.append([f"`host_outside_acting_ms_per_batch_step {pair}` of `host_ms_per_batch_step`",
                          f"{detail['host_outside_acting_ms_per_batch_step']:.3g} of {detail['host_ms_per_batch_step']:.3g}", name])
+    for name, report in results.gpu:
+        device = report["device"]
+        size = "tiny sizes" if report["tiny"] else "full sizes"
+        machines.append([file_link(name), f"{device['kind']} ({device['platform']}), JAX {device['jax_version']}, "
+                         f"{size}, {report['dtype']}", "not recorded", num(report["matmul_gflops"], 1)])
+        for run_name, run in report["runs"].items():
+            for what in ("env_steps", "updates"):
+                steady = run[f"steady_{what}_per_s"]
+                rows.append([f"`gpu.py {run_name} {what}_per_s` (whole run; steady)",
+                             f"{run[f'{what}_per_s']:.4g}; {'—' if steady is None else f'{steady:.4g}'}", name])
+            rows.append([f"`gpu.py {run_name} compile_seconds`", f"{run['compile_seconds']:.3g}", name])
+        if "core" in report:
+            core = report["core"]
+            rows.append([f"`gpu.py core acting_searches_per_s` (B = {core['batch']})",
+                         f"{core['acting_searches_per_s']:.4g}", name])
+            rows.append([f"`gpu.py core train_steps_per_s` (B = {core['batch']})", f"{core['train_steps_per_s']:.4g}", name])
     lines += table(["file", "machine", "load average", "matmul GFLOP/s"], machines) + [""]
     lines += table(["metric", "value", "file"], rows)
     return lines + [""]

@@ -140,14 +140,17 @@ def is_asynchronous(config: Config) -> bool:
 
 def make_actor_critic_learner(config: Config, spec: EnvSpec, num_envs: int | None = None):
     """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*`
-    section), for rollouts of `num_envs` envs (the section's B unless given)."""
+    section), for rollouts of `num_envs` envs (the section's B unless given), computing in `network.dtype`."""
     from moozi.agents import make_learner
     from moozi.errors import MooziError
 
     if spec.is_two_player:
         raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
                          "(train it with agent=muzero or agent=alphazero)")
-    return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions, num_envs=num_envs)
+    # network.dtype is the one setting of the network section the actor-critics read (their layers are
+    # set in their own section): mixed precision is a property of the run, not of the agent kind.
+    return make_learner(getattr(config, config.agent), spec.obs_shape, spec.num_actions, num_envs=num_envs,
+                        dtype=config.network.dtype)
 
 
 def make_anakin_actor_critic(config: Config, spec: EnvSpec):

@@ -144,6 +144,7 @@ def _cmd_train(args) -> int:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.game)
         run_dir = pathlib.Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
     driver = make_driver(config, run_dir, resume=args.resume, progress=not args.quiet)
+    print(f"device: {driver.device}", file=sys.stderr)  # also RUN/summary.json's "device"
     try:
         summary = driver.run()
     finally:

@@ -14,15 +14,17 @@ from moozi.envs.base import JaxEnv
 
 def make_learner(config: PPOConfig | IMPALAConfig, obs_shape: tuple[int, ...], num_actions: int, *,
                  num_envs: int | None = None, rollout_steps: int | None = None,
-                 policy_lag: int | None = None) -> Learner:
-    """The learner of the agent whose settings `config` holds; B, T and the lag from `config` unless given."""
+                 policy_lag: int | None = None, dtype: str = "float32") -> Learner:
+    """The learner of the agent whose settings `config` holds; B, T and the lag from `config` unless given;
+    `dtype` the network's compute dtype (`network.dtype`)."""
     if isinstance(config, PPOConfig):
         from moozi.agents.ppo.learning import make_learner as make
     elif isinstance(config, IMPALAConfig):
         from moozi.agents.impala.learning import make_learner as make
     else:
         raise TypeError(f"no actor-critic learner for {type(config).__name__}")
-    return make(config, obs_shape, num_actions, num_envs=num_envs, rollout_steps=rollout_steps, policy_lag=policy_lag)
+    return make(config, obs_shape, num_actions, num_envs=num_envs, rollout_steps=rollout_steps, policy_lag=policy_lag,
+                dtype=dtype)
 
 
 def make_anakin_trainer(env: JaxEnv, config: PPOConfig | IMPALAConfig, *, seed: int = 0, **shape) -> AnakinTrainer:

@@ -88,6 +88,11 @@ class BackendConfig:
     """Where the roles run."""
 
     kind: Literal["inline", "ray"] = "inline"  # inline: one process; ray: one Ray actor per role
+    # The JAX platform the roles compute on (learner, acting, the Anakin loops; docs/gpu.md). "auto":
+    # JAX's default backend (a GPU where jax has CUDA, else the CPU); "cpu", "gpu", "tpu": that
+    # platform's first device, an error naming the devices there are when it has none. Inline backend
+    # only: Ray gives each role the devices of its resources (learner_gpus, rollout_worker_gpus).
+    device: Literal["auto", "cpu", "gpu", "tpu"] = "auto"
     # inline: each role runs its calls in order on a thread of its own, so the learner's update and
     # the rollouts overlap (same results: every call still sees the same inputs in the same order);
     # false runs every call at once in the driver's thread (easier to step through in a debugger).
@@ -192,6 +197,11 @@ def validate(config: Config) -> None:
         raise ConfigError("bad value for train.resign_false_positive_rate: expected 0 < x < 1")
     if not 0.0 < config.train.resign_disabled_fraction <= 1.0:
         raise ConfigError("bad value for train.resign_disabled_fraction: expected 0 < x <= 1 (some games must calibrate)")
+    if config.backend.kind == "ray" and config.backend.device != "auto":
+        raise ConfigError(
+            f"backend.device={config.backend.device!r} needs backend.kind=inline: with Ray each role computes on "
+            "the devices of its Ray resources (backend.learner_gpus, backend.rollout_worker_gpus)"
+        )
     for key in ("placement_timeout_seconds", "wait_timeout_seconds"):
         if getattr(config.backend, key) <= 0:
             raise ConfigError(f"bad value for backend.{key}: expected a positive number of seconds")

@@ -33,12 +33,21 @@ single-process learner, so we use the cheap half of it: a fast momentum
 Flax's default 0.99 / ~100), and the learner updates the moments of f and g
 once per unrolled step, so acting-mode moments average over all the depths
 at which the planner calls them.
+
+Mixed precision (`dtype = "bfloat16"`, off by default). Every convolution,
+dense layer and normalisation computes in bfloat16 while its parameters stay
+float32 (Flax's `dtype` / `param_dtype`), so the optimizer updates float32
+weights. What leaves a layer stack goes back to float32 at once: the heads'
+logits (so value and reward decoding, softmaxes and every loss run in
+float32), the hidden state (which the search tree and the consistency loss
+hold) and the projection. Normalisation statistics are reduced in float32
+(Flax's `force_float32_reductions`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import flax.linen as nn
 from numpy import asarray as np_asarray
@@ -52,6 +61,7 @@ from moozi.core.types import Array
 
 NETWORK_KINDS = ("resnet", "mlp")
 NORMALIZATIONS = ("batch", "layer")
+DTYPES = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +95,10 @@ class NetworkConfig:
     normalization: str = "batch"
     batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
     batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
+    # The layers' compute dtype; parameters, outputs and losses stay float32 (module docstring).
+    # "bfloat16" halves activation memory and runs on a GPU's or TPU's bfloat16 units; on a CPU it is
+    # usually slower than float32 (docs/gpu.md).
+    dtype: Literal["float32", "bfloat16"] = "float32"
 
     def __post_init__(self):
         if self.kind not in NETWORK_KINDS:
@@ -93,6 +107,8 @@ class NetworkConfig:
             raise MooziError(f"network.normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
         if self.mlp_conv_channels < 0:
             raise MooziError(f"network.mlp_conv_channels must be >= 0 (0: no convolution), got {self.mlp_conv_channels}")
+        if self.dtype not in DTYPES:
+            raise MooziError(f"network.dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
 
 class NetworkOutput(NamedTuple):
@@ -115,6 +131,18 @@ def _min_max_scale(x):
     return (x - low) / jnp.maximum(high - low, 1e-8)
 
 
+def compute_dtype(config: NetworkConfig):
+    """The dtype every layer computes in (`NetworkConfig.dtype`); parameters are float32 either way."""
+    return jnp.dtype(config.dtype)
+
+
+def finish_hidden_state(config: NetworkConfig, x):
+    """A hidden state as h and g hand it on: float32 whatever the layers computed in (the search tree
+    and the consistency loss hold it), min-max scaled when `scale_hidden_state`."""
+    x = x.astype(jnp.float32)
+    return _min_max_scale(x) if config.scale_hidden_state else x
+
+
 class _ConvBnRelu(nn.Module):
     config: NetworkConfig
     features: int
@@ -122,7 +150,7 @@ class _ConvBnRelu(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool):
         # No conv bias: the following batch norm's offset replaces it.
-        x = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False)(x)
+        x = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False, dtype=compute_dtype(self.config))(x)
         x = _batch_norm(self.config, train)(x)
         return nn.relu(x)
 
@@ -133,7 +161,7 @@ class _DenseBnRelu(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool):
-        x = nn.Dense(self.features, use_bias=False)(x)
+        x = nn.Dense(self.features, use_bias=False, dtype=compute_dtype(self.config))(x)
         x = _batch_norm(self.config, train)(x)
         return nn.relu(x)
 
@@ -141,9 +169,10 @@ class _DenseBnRelu(nn.Module):
 def _batch_norm(config: NetworkConfig, train: bool) -> nn.Module:
     """The normalisation after every convolution and hidden dense layer (`NetworkConfig.normalization`)."""
     if config.normalization == "layer":
-        return nn.LayerNorm(epsilon=config.batch_norm_epsilon)
+        return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config))
     return nn.BatchNorm(
         use_running_average=not train,
+        dtype=compute_dtype(config),
         momentum=config.batch_norm_momentum,
         epsilon=config.batch_norm_epsilon,
     )
@@ -156,16 +185,17 @@ class _ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool):
-        channels = x.shape[-1]
-        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False)(x)
+        channels, dtype = x.shape[-1], compute_dtype(self.config)
+        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(x)
         y = nn.relu(_batch_norm(self.config, train)(y))
-        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False)(y)
+        y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(y)
         y = _batch_norm(self.config, train)(y)
         return nn.relu(x + y)
 
 
 class _CategoricalHead(nn.Module):
-    """Dense(head_hidden)-BN-relu-Dense(outputs): the value, policy and reward heads."""
+    """Dense(head_hidden)-BN-relu-Dense(outputs): the value, policy and reward heads. Logits leave it
+    as float32 whatever the compute dtype: decoding, softmaxes and losses need float32's precision."""
 
     config: NetworkConfig
     outputs: int
@@ -173,7 +203,7 @@ class _CategoricalHead(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool):
         x = _DenseBnRelu(self.config, self.config.head_hidden)(x, train)
-        return nn.Dense(self.outputs)(x)
+        return nn.Dense(self.outputs, dtype=compute_dtype(self.config))(x).astype(jnp.float32)
 
 
 # ---------------------------------------------------------------- resnet
@@ -195,7 +225,8 @@ class _Downsample(nn.Module):
     def __call__(self, x, train: bool):  # [B, H, W, C_h] -> [B, H/16, W/16, channels], sides rounded up
         channels = self.config.channels
         for _ in range(2):
-            x = nn.Conv(channels, (3, 3), strides=(2, 2), padding="SAME", use_bias=False)(x)
+            x = nn.Conv(channels, (3, 3), strides=(2, 2), padding="SAME", use_bias=False,
+                        dtype=compute_dtype(self.config))(x)
             x = nn.relu(_batch_norm(self.config, train)(x))
             x = _ResidualBlock(self.config)(x, train)
         for _ in range(2):
@@ -271,8 +302,8 @@ class _ResProjection(nn.Module):
     @nn.compact
     def __call__(self, hidden_state, train: bool):  # [B, H, W, ch] -> [B, H*W*ch]
         x = _ConvBnRelu(self.config, self.config.channels)(hidden_state, train)
-        x = nn.Conv(hidden_state.shape[-1], (3, 3), padding="SAME")(x)
-        return x.reshape(x.shape[0], -1)
+        x = nn.Conv(hidden_state.shape[-1], (3, 3), padding="SAME", dtype=compute_dtype(self.config))(x)
+        return x.reshape(x.shape[0], -1).astype(jnp.float32)  # compared with a float32 hidden state
 
 
 # ---------------------------------------------------------------- mlp
@@ -348,7 +379,7 @@ class _MuZeroModel(nn.Module):
             self.projection = _MlpProjection(self.config)
 
     def _scale(self, x):
-        return _min_max_scale(x) if self.config.scale_hidden_state else x
+        return finish_hidden_state(self.config, x)
 
     def _decode(self, logits):
         return logits_to_scalar(logits, self.config.support)

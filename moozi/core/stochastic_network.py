@@ -50,7 +50,7 @@ from moozi.core.network import (
     _ResPrediction,
     _ResProjection,
     _ResRepresentation,
-    _min_max_scale,
+    finish_hidden_state,
     make_network,
     model_calls,
 )
@@ -223,7 +223,7 @@ class _StochasticMuZeroModel(nn.Module):
             self.projection = _MlpProjection(self.config)
 
     def _scale(self, x):
-        return _min_max_scale(x) if self.config.scale_hidden_state else x
+        return finish_hidden_state(self.config, x)  # float32 afterstates too, whatever network.dtype
 
     def _decode(self, logits):
         return logits_to_scalar(logits, self.config.support)

@@ -36,6 +36,7 @@ from moozi.training.actor_critic_host import AsynchronousHostTrainer, HostTraine
 from moozi.training.backends import make_backend
 from moozi.training.best_checkpoint import next_best, strength_score
 from moozi.training.counters import Counters
+from moozi.training.device import select_device
 from moozi.training.metrics_window import MetricsWindow, print_progress
 from moozi.training.roles.actor_critic import envs_per_worker
 from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
@@ -62,6 +63,8 @@ class ActorCriticDriver:
         if spec.is_two_player:
             raise MooziError(f"agent={config.agent} plays one-player games; {config.game} has two players "
                              "(train it with agent=muzero or agent=alphazero)")
+        # Before the learner builds its parameters: they are made on the default device (moozi/training/device.py).
+        self.device = select_device(config.backend)
         prepare_run_dir(self.run_dir, resume)
         if resume:
             config = resumed_config(self.run_dir, config)
@@ -130,7 +133,7 @@ class ActorCriticDriver:
         best = best_checkpoint(self.run_dir)
         train = self.config.train
         return {"run_dir": str(self.run_dir), "game": self.spec.name, "game_arg": self.config.game,
-                "agent": self.config.agent, "two_player": False, "last_test": self._last_test,
+                "agent": self.config.agent, "device": self.device, "two_player": False, "last_test": self._last_test,
                 "best_checkpoint": None if best is None else str(best),
                 "test_episodes": train.test_episodes, "test_max_steps": train.test_max_steps}
 

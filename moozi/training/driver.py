@@ -34,6 +34,7 @@ from moozi.runs.summary import write_summary
 from moozi.training.backends import Call, RoleDiedError, make_backend
 from moozi.training.best_checkpoint import next_best, strength_score
 from moozi.training.counters import Counters
+from moozi.training.device import select_device
 from moozi.training.episodes import RolloutResult
 from moozi.training.metrics_window import MetricsWindow, print_progress, remaining_seconds
 from moozi.training.replay_memory import check_replay_fits_here
@@ -61,6 +62,8 @@ class Driver:
             # A misspelt or unsupported game, or a buffer too big for this machine, must fail before
             # anything is written, so a bad command leaves no half-made run directory behind.
             check_replay_fits_here(config, env_spec(config))
+        # Before any role builds its parameters: they are made on the default device (moozi/training/device.py).
+        self.device = select_device(config.backend)
         prepare_run_dir(self.run_dir, resume)
         if resume:
             config = resumed_config(self.run_dir, config)
@@ -363,6 +366,7 @@ class Driver:
             "game": self.spec.name,
             "game_arg": self.config.game,
             "agent": self.config.agent,
+            "device": self.device,
             "two_player": self.spec.is_two_player,
             "last_test": self._last_test,
             "best_checkpoint": None if best is None else str(best),

@@ -140,12 +140,12 @@ def make_update(network: PolicyNetwork, optimizer: optax.GradientTransformation,
 
 
 def make_learner(config: PPOConfig, obs_shape: tuple[int, ...], num_actions: int, *, num_envs: int | None = None,
-                 rollout_steps: int | None = None, policy_lag: int | None = None) -> Learner:
+                 rollout_steps: int | None = None, policy_lag: int | None = None, dtype: str = "float32") -> Learner:
     """PPO's network, optimizer and update for B x T rollouts (B, T and the lag from `config` unless given)."""
     num_envs = config.num_envs if num_envs is None else num_envs
     rollout_steps = config.rollout_steps if rollout_steps is None else rollout_steps
     network = make_policy_network(config.torso, config.mlp_hidden_sizes, obs_shape, num_actions,
-                                  config.shared_torso)
+                                  config.shared_torso, dtype)
     optimizer = make_optimizer(config, num_envs * rollout_steps)
     return Learner(network, optimizer, make_update(network, optimizer, config), num_envs, rollout_steps,
                    updates_per_rollout=config.num_epochs * config.num_minibatches, policy_lag=config.policy_lag if policy_lag is None else policy_lag)
