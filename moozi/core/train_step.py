@@ -23,6 +23,7 @@ from moozi.errors import MooziError
 
 
 SCHEDULES = ("constant", "cosine")
+DECAY_OVER = ("updates", "run")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +33,13 @@ class OptimizerConfig:
     learning_rate: float = 1e-3  # peak learning rate, reached at the end of the warm-up
     warmup_steps: int = 200  # linear warm-up from 0 to learning_rate over this many updates (0: none)
     schedule: str = "constant"  # after the warm-up: "constant", or "cosine" decay over decay_steps
-    decay_steps: int = 100_000  # cosine: updates from the end of the warm-up to the final rate
+    decay_steps: int = 100_000  # cosine, decay_over="updates": updates from the end of the warm-up to the final rate
+    # cosine: what the decay runs over. "updates": decay_steps updates, so a machine twice as fast
+    # reaches the final rate in half the hour. "run": the run's planned length, the larger of the
+    # shares of train.max_env_steps and train.max_minutes done (this invocation's minutes, as the
+    # stopping rule counts them), so every machine ends its run at the final rate; without either
+    # limit the rate stays at its peak (the driver says so).
+    decay_over: str = "updates"
     final_learning_rate_fraction: float = 0.0  # cosine: final rate as a fraction of learning_rate
     max_grad_norm: float = 5.0  # global-norm clipping threshold (Pascanu et al.)
     adam_b1: float = 0.9  # Adam's first-moment decay
@@ -48,6 +55,8 @@ class OptimizerConfig:
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
             raise MooziError(f"optimizer.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.decay_over not in DECAY_OVER:
+            raise MooziError(f"optimizer.decay_over must be one of {DECAY_OVER}, got {self.decay_over!r}")
         if self.target_update_period < 1:
             raise MooziError(f"optimizer.target_update_period must be >= 1, got {self.target_update_period}")
         if not 0.0 <= self.target_ema_decay < 1.0:
@@ -68,9 +77,23 @@ class TrainState:
     step: Array  # int32 scalar: number of updates applied
 
 
+def decays_over_run(config: OptimizerConfig) -> bool:
+    return config.schedule == "cosine" and config.decay_over == "run"
+
+
+def run_decay(config: OptimizerConfig, progress):
+    """The factor on the learning rate at `progress` (0 to 1) of the run's planned length: the cosine
+    from 1 to final_learning_rate_fraction with decay_over="run", else 1."""
+    if not decays_over_run(config):
+        return jnp.ones((), jnp.float32)
+    low = config.final_learning_rate_fraction
+    return low + (1.0 - low) * 0.5 * (1.0 + jnp.cos(jnp.pi * jnp.clip(progress, 0.0, 1.0)))
+
+
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
-    """Learning rate as a function of the update count."""
-    if config.schedule == "cosine":
+    """Learning rate as a function of the update count (with decay_over="run" the peak after the
+    warm-up; `run_decay` scales it by the run's progress)."""
+    if config.schedule == "cosine" and not decays_over_run(config):
         after = optax.cosine_decay_schedule(
             config.learning_rate, max(config.decay_steps, 1), alpha=config.final_learning_rate_fraction
         )
@@ -131,15 +154,16 @@ def agent_variables(state: TrainState, network: str = "online") -> dict:
 def make_train_step(
     network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig
 ) -> Callable[[TrainState, TrainingTarget, Array], tuple[TrainState, dict, Array]]:
-    """The jitted update: (state, batch, rng) -> (state, metrics, new_priorities [B]).
+    """The jitted update: (state, batch, rng, progress) -> (state, metrics, new_priorities [B]).
 
-    rng is accepted for a stable signature (nothing in the update is random yet).
+    rng is accepted for a stable signature (nothing in the update is random yet). progress (0 to 1,
+    default 0) is the share of the run's planned length done, read only by decay_over="run".
     """
     optimizer = make_optimizer(optimizer_config)
     schedule = make_schedule(optimizer_config)
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def train_step(state: TrainState, batch: TrainingTarget, rng):
+    def train_step(state: TrainState, batch: TrainingTarget, rng, progress=0.0):
         del rng
         target_variables = agent_variables(state, "target")
         (_, aux), grads = grad_fn(
@@ -147,12 +171,15 @@ def make_train_step(
             update=state.step,
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        # Adam's step is proportional to its learning rate: scaling the step scales the rate.
+        decay = run_decay(optimizer_config, progress)
+        updates = jax.tree_util.tree_map(lambda u: u * decay.astype(u.dtype), updates)
         params = optax.apply_updates(state.params, updates)
         step = state.step + 1
         target_params, target_batch_stats = refresh_target(
             (params, aux.batch_stats), (state.target_params, state.target_batch_stats), step, optimizer_config)
         metrics = dict(aux.metrics)
-        metrics.update(grad_norm=optax.global_norm(grads), learning_rate=schedule(state.step))
+        metrics.update(grad_norm=optax.global_norm(grads), learning_rate=schedule(state.step) * decay)
         new_state = TrainState(
             params=params,
             batch_stats=aux.batch_stats,

@@ -23,7 +23,7 @@ from moozi._version import __version__
 from moozi.builders import env_spec
 from moozi.config import TESTING_WORKER_CPUS, Config, resolve_rollout_workers, save_config
 from moozi.core.replay import replay_bytes
-from moozi.core.train_step import TrainState
+from moozi.core.train_step import TrainState, decays_over_run
 from moozi.core.types import sub_state
 from moozi.envs.registry import is_jax_native
 from moozi.errors import MooziError
@@ -45,7 +45,7 @@ from moozi.training.roles.reanalyze import ReanalyzeRolloutWorker
 from moozi.training.roles.replay import ReplayRole
 from moozi.training.roles.self_play import TrainingRolloutWorker
 from moozi.training.roles.testing import TestingRolloutWorker
-from moozi.training.stopping import StopRequests, limit_reached, run_until_stopped
+from moozi.training.stopping import StopRequests, limit_reached, run_progress, run_until_stopped
 
 
 class Driver:
@@ -238,6 +238,10 @@ class Driver:
 
     def _run(self, started: float) -> dict:
         counters, train = self.counters, self.config.train
+        self._started = started
+        if decays_over_run(self.config.optimizer) and train.max_env_steps is None and train.max_minutes is None:
+            print("moozi: optimizer.decay_over='run' without --max-env-steps or --max-minutes: the run has no "
+                  "planned length, so the learning rate stays at its peak", file=sys.stderr)
         elapsed_before = counters.elapsed_seconds
         last_checkpoint = time.monotonic()
         window = MetricsWindow.from_state(self._restored_window)
@@ -290,7 +294,8 @@ class Driver:
         update = None
         if ready:
             batches = self.replay.call(ReplayRole.sample_batches, train.updates_per_iteration, train.batch_size)
-            update = self.parameter_optimizer.call(ParameterOptimizer.update, backend.resolve_arg(batches))
+            update = self.parameter_optimizer.call(ParameterOptimizer.update, backend.resolve_arg(batches),
+                                                   run_progress(train, self.counters, self._started))
         active = self._active_workers()
         rollouts = {i: self.workers[i].call(TrainingWorker.run, params_ref, train.rollout_steps, version) for i in active}
         reanalyze = None

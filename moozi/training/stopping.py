@@ -113,3 +113,15 @@ def limit_reached(train, counters, started: float) -> str | None:
     if train.max_minutes is not None and time.monotonic() - started >= 60 * train.max_minutes:
         return "max_minutes"
     return None
+
+
+def run_progress(train, counters, started: float) -> float:
+    """The share of the run's planned length done, 0 to 1: the larger of the shares of --max-env-steps
+    (over the whole run) and --max-minutes (this invocation, as `limit_reached` counts it); 0 without
+    either limit. optimizer.decay_over="run" decays the learning rate over it."""
+    shares = [0.0]
+    if train.max_env_steps is not None:
+        shares.append(counters.env_steps / train.max_env_steps)
+    if train.max_minutes is not None:
+        shares.append((time.monotonic() - started) / (60 * train.max_minutes))
+    return min(max(shares), 1.0)

@@ -18,6 +18,7 @@ from moozi.core.train_step import (
     make_optimizer,
     make_schedule,
     make_train_step,
+    run_decay,
 )
 from moozi.core.loss import LossConfig
 from moozi.core.network import NetworkConfig, make_network
@@ -85,6 +86,42 @@ def test_schedule_warmup_then_constant_or_cosine():
         OptimizerConfig(target_update_period=0)
 
 
+@pytest.mark.slow
+def test_cosine_over_the_run_scales_the_step_by_the_run_s_progress():
+    config = OptimizerConfig(learning_rate=1e-2, warmup_steps=0, schedule="cosine", decay_over="run",
+                             final_learning_rate_fraction=0.1)
+    # The cosine from 1 to 0.1 over progress 0..1, then flat; the schedule itself stays at the peak.
+    np.testing.assert_allclose([run_decay(config, p) for p in (0.0, 0.5, 1.0, 1.5)], [1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+    np.testing.assert_allclose(make_schedule(config)(10**6), 1e-2, rtol=1e-6)
+    np.testing.assert_allclose(run_decay(OptimizerConfig(schedule="cosine"), 0.7), 1.0)  # decay_over="updates"
+    with pytest.raises(MooziError, match="decay_over"):
+        OptimizerConfig(decay_over="minutes")
+    # One update at progress 0.5 moves the parameters 0.55 times as far as at progress 0 (Adam's step
+    # is proportional to its rate), and logs that rate.
+    train_step, state, batch = _learner(config)
+    at_start, m0, _ = train_step(state, batch, jax.random.PRNGKey(0), 0.0)
+    halfway, m1, _ = train_step(state, batch, jax.random.PRNGKey(0), 0.5)
+    moved = lambda s: jax.tree.map(lambda a, b: a - b, s.params, state.params)  # noqa: E731
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(b, 0.55 * a, rtol=1e-4, atol=1e-7), moved(at_start), moved(halfway))
+    np.testing.assert_allclose([m0["learning_rate"], m1["learning_rate"]], [1e-2, 5.5e-3], rtol=1e-6)
+
+
+def test_run_progress_is_the_larger_share_of_the_run_s_limits():
+    import time
+
+    from moozi.config.schema import TrainConfig
+    from moozi.training.counters import Counters
+    from moozi.training.stopping import run_progress
+
+    now = time.monotonic()
+    counters = Counters(env_steps=250)
+    assert run_progress(TrainConfig(), counters, now) == 0.0  # no planned length
+    assert run_progress(TrainConfig(max_env_steps=1000), counters, now) == pytest.approx(0.25)
+    # 30 s of a 1-minute run: 0.5 beats the env steps' 0.25.
+    assert run_progress(TrainConfig(max_env_steps=1000, max_minutes=1.0), counters, now - 30) == pytest.approx(0.5, abs=1e-3)
+    assert run_progress(TrainConfig(max_env_steps=100), counters, now) == 1.0  # past the limit: flat at the end
+
+
 def test_optimizer_clips_the_global_norm_before_adam():
     config = OptimizerConfig(learning_rate=1e-3, warmup_steps=0, max_grad_norm=1.0, adam_b1=0.9)
     optimizer = make_optimizer(config)
@@ -107,6 +144,7 @@ def test_init_train_state(run):
     assert _equal(state.target_batch_stats, state.batch_stats)
 
 
+@pytest.mark.slow
 def test_train_step_outputs(run):
     states, metrics, priorities = run
     assert [int(s.step) for s in states] == list(range(8))

@@ -54,15 +54,18 @@ class ParameterOptimizer:
         `network="target"`: the target network's (what `train.agent_network="target"` plays)."""
         return jax.device_get(agent_variables(self.state, network))
 
-    def update(self, batches: list[tuple[TrainingTarget, np.ndarray]]) -> UpdateResult:
+    def update(self, batches: list[tuple[TrainingTarget, np.ndarray]], progress: float = 0.0) -> UpdateResult:
+        """One update per batch; `progress`: the share of the run's planned length done (the learning
+        rate's decay with optimizer.decay_over="run")."""
         start = time.perf_counter()
+        progress = np.float32(progress)
         summed: dict[str, float] = {}
         priorities = []
         for batch, indices in batches:
             # The key is a function of the update count, which checkpoints hold, so a resumed
             # learner draws the same keys as an uninterrupted one.
             key = jax.random.fold_in(self._rng, self.state.step)
-            self.state, metrics, new_priorities = self._train_step(self.state, batch, key)
+            self.state, metrics, new_priorities = self._train_step(self.state, batch, key, progress)
             # Parameters are checked after every update, not once per call: a finite loss can
             # still come with an overflowing step, and the message must name that update.
             variables = (self.state.params, self.state.batch_stats)
