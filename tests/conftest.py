@@ -1,5 +1,6 @@
 """Test-session setup: a persistent JAX compilation cache shared by every test."""
 
+import os
 import pathlib
 
 
@@ -10,6 +11,13 @@ def pytest_configure(config):
     import jax
 
     cache_dir = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
-    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    settings = {
+        "jax_compilation_cache_dir": str(cache_dir),
+        "jax_persistent_cache_min_compile_time_secs": 0.5,
+        "jax_persistent_cache_min_entry_size_bytes": 0,
+    }
+    for name, value in settings.items():
+        jax.config.update(name, value)
+        # Also for the processes the tests start (Ray's role actors, `moozi` subprocesses), which
+        # read JAX's settings from the environment: each would otherwise compile its programs anew.
+        os.environ.setdefault(name.upper(), str(value))

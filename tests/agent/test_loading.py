@@ -20,6 +20,7 @@ from moozi.errors import MooziError
 
 
 @pytest.mark.parametrize("search_policy", ["gumbel_muzero", "muzero"])
+@pytest.mark.slow
 def test_sampled_play_varies_where_greedy_repeats_one_move(tmp_path, search_policy):
     # Untrained parameters on real MinAtar Breakout: the greedy search answers the same position
     # the same way every time; the sampled one (Gumbel noise, or Dirichlet noise and visit-count
@@ -72,6 +73,7 @@ def test_simulations_must_be_a_positive_integer(tmp_path, simulations):
         load_agent(run, simulations=simulations)
 
 
+@pytest.mark.slow
 def test_the_search_spends_exactly_the_simulations_asked_for(tmp_path):
     # PUCT's root visit counts are the simulations themselves: every share is a multiple of 1/N.
     run = fresh_run(tmp_path / "run", "connect_four", **{"planner.search_policy": "muzero"})

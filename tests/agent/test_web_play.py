@@ -23,6 +23,7 @@ def tiny_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_web_play_api_refuses_illegal_moves_and_keeps_games_apart(tiny_run):
     play = WebPlay(load_agent(tiny_run))
     first, second = play.new(0), play.new(1)

@@ -37,6 +37,7 @@ def test_bad_settings_name_the_key():
         IMPALAConfig(torso="transformer")
 
 
+@pytest.mark.slow
 def test_the_loss_is_summed_over_the_rollout():
     """The paper's losses are sums over the T x B transitions (its RMSProp epsilon and gradient clip
     are sized for them; averaged, Breakout stalled at a return of 5): a rollout joined with a copy of
@@ -72,6 +73,7 @@ def test_the_loss_is_summed_over_the_rollout():
 
 
 @pytest.mark.parametrize("policy_lag", [0, 1])
+@pytest.mark.slow
 def test_policy_lag_is_what_vtrace_sees(policy_lag):
     """Acting one update behind (Cleanba's synchronous schedule) makes pi/mu differ from 1; acting
     with the latest parameters keeps it 1."""

@@ -35,6 +35,7 @@ def _leaves(run_dir):
     return jax.tree.leaves(load_agent(run_dir, checkpoint="latest").variables)
 
 
+@pytest.mark.slow
 def test_anakin_ppo_run_resumes_exactly(tmp_path):
     """Stopped after 2 iterations and resumed to 4, the parameters equal those of 4 iterations straight,
     bit for bit (learner, acting parameters, key and the envs' carry all come back)."""
@@ -118,6 +119,7 @@ def test_host_impala_asynchronous_run_logs_its_lag_and_resumes(tmp_path, threads
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # one Ray instance at a time (pyproject.toml, addopts)
 def test_host_impala_asynchronous_resumes_on_ray(tmp_path):
     """Six updates inline (unthreaded: its queue is known), then six as Ray actors: the resumed run
     learns from the checkpoint's two rollouts first (put in the object store), then from the actors'."""
@@ -131,6 +133,7 @@ def test_host_impala_asynchronous_resumes_on_ray(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # one Ray instance at a time (pyproject.toml, addopts)
 def test_ppo_on_ray_gives_the_metrics_of_inline(tmp_path):
     """Synchronous PPO (lag 1: the learner trains on version i-1's rollout while two rollout workers play
     version i) for its first 200 updates: the Ray backend's metrics equal the inline backend's."""

@@ -56,6 +56,7 @@ def _search(cells, policy):
 
 
 @pytest.mark.parametrize("policy", ["muzero", "gumbel_muzero"])
+@pytest.mark.slow
 def test_finds_the_immediate_win(policy):
     # X: 0, 1; O: 3, 4. X to move: 2 wins at once (O threatens 5, which X need not block).
     cell, value, _ = _search([0, 3, 1, 4], policy)
@@ -65,12 +66,14 @@ def test_finds_the_immediate_win(policy):
 
 
 @pytest.mark.parametrize("policy", ["muzero", "gumbel_muzero"])
+@pytest.mark.slow
 def test_blocks_the_immediate_loss(policy):
     # X: 0, 8; O: 4, 2. O threatens 2-4-6; X has no win of its own, so X must take 6.
     cell, _, _ = _search([0, 4, 8, 2], policy)
     assert cell == 6
 
 
+@pytest.mark.slow
 def test_terminal_root_acts_dummy_and_illegal_moves_get_no_mass():
     # X wins with 0, 1, 2: the root is the terminal step, where only the dummy is legal.
     env = make_env("pgx:tic_tac_toe")

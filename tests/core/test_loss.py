@@ -295,6 +295,7 @@ def test_supported_entropy_by_hand():
     np.testing.assert_array_equal(grad[:, 2:][:2], 0.0)  # unsupported actions get no gradient
 
 
+@pytest.mark.slow
 def test_entropy_bonus_term_and_gradient():
     network, variables, batch = _setup(num_unroll=2)
     plain = LossConfig()

@@ -86,6 +86,7 @@ def test_stochastic_network_follows_the_dtype():
     assert "bf16" in str(jax.make_jaxpr(network.initial_inference)(variables, obs))
 
 
+@pytest.mark.slow
 def test_one_update_in_bfloat16_has_float32_losses_close_to_float32s():
     _, exact = _updates(MLP, 1)
     states, mixed = _updates(_bf16(MLP))

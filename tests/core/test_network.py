@@ -175,6 +175,7 @@ def test_unknown_normalization_is_refused():
 
 
 @pytest.mark.parametrize("obs_shape, hidden_side", [((84, 84, 1), 6), ((96, 96, 3), 6), ((10, 10, 4), 1)])
+@pytest.mark.slow
 def test_downsampling_makes_the_atari_hidden_state_small(obs_shape, hidden_side):
     config = NetworkConfig(downsample=True, channels=8, representation_blocks=1, prediction_blocks=1,
                            dynamics_blocks=1, head_hidden=16)

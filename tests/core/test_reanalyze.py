@@ -87,6 +87,7 @@ def test_history_windows_match_acting_history():
 
 
 @pytest.mark.parametrize("num_steps", [5, 40])  # one padded bucket; several chunks of max_batch
+@pytest.mark.slow
 def test_reanalyze_trajectory_replaces_only_search_statistics(num_steps):
     trajectory = make_trajectory(num_steps, seed=num_steps)
     new = reanalyze_trajectory_fn()(variables(), trajectory, jax.random.PRNGKey(0))

@@ -283,6 +283,7 @@ _loss = jax.jit(stochastic_loss_fn, static_argnames=("network", "config"))
 
 
 @pytest.mark.parametrize("config, hidden", [(TINY_RESNET, (3, 3, 4)), (TINY_MLP, (8,))], ids=["resnet", "mlp"])
+@pytest.mark.slow
 def test_k2_unroll_shapes(config, hidden):
     network, batch = _network(config), _batch()
     variables = _variables(network, batch)
@@ -360,6 +361,7 @@ def _grad_norms(term, last_step_mask: float = 1.0):
     return {name: float(sum(jnp.sum(jnp.abs(g)) for g in jax.tree.leaves(sub))) for name, sub in grad.items()}
 
 
+@pytest.mark.slow
 def test_encoder_learns_through_the_straight_through_code_not_through_sigma():
     # σ⁰'s cross-entropy alone (σ¹ masked): its target is sg(c_{t+1}) and σ⁰ = ψ(φ(h(o_t), a_t)) reads no
     # code, so no gradient reaches the encoder. σ¹ does reach it, legitimately: s¹ = g(as⁰, c_{t+1}).
@@ -379,6 +381,7 @@ def test_loss_config_checks():
 # --------------------------------------------------------------------------- the encoder's extra input
 
 
+@pytest.mark.slow
 def test_future_stacked_obs_are_the_next_targets_histories():
     T, config = 6, TargetConfig(history_length=2, num_unroll_steps=3, td_steps=2, discount=1.0)
     gen = np.random.default_rng(0)

@@ -136,6 +136,7 @@ def _targets(rng, B, K, L, H, W, C, A, with_bootstrap):
 
 
 @pytest.mark.parametrize("with_bootstrap", [False, True])
+@pytest.mark.slow
 def test_transform_moves_history_actions_and_policy_consistently(with_bootstrap):
     rng = np.random.default_rng(0)
     B, K, L, H, W, C, A = 8, 3, 2, 3, 3, 3, 10

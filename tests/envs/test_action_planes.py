@@ -34,6 +34,7 @@ def _play(env, actions):
 
 
 @pytest.mark.parametrize("game", GAMES)
+@pytest.mark.slow
 def test_every_move_lands_inside_its_action_plane(game):
     env = make_env(game)
     planes = action_planes(env.spec)

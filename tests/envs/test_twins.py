@@ -12,6 +12,7 @@ from moozi.envs.twins import openspiel_twin, pgx_twin, twins
 
 
 @pytest.mark.parametrize("openspiel_name,pgx_name", sorted(twins().items()))
+@pytest.mark.slow
 def test_random_games_agree_move_by_move(openspiel_name, pgx_name):
     assert pgx_twin(openspiel_name) == pgx_name and openspiel_twin(pgx_name) == openspiel_name
     host, jax_env = make_env(openspiel_name), make_env(pgx_name)

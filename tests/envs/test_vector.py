@@ -66,6 +66,7 @@ def _assert_same(a: list[StepOutput], b: list[StepOutput]) -> None:
 
 
 @pytest.mark.parametrize("num_processes", [1, 2])
+@pytest.mark.slow
 def test_breakout_batch_equals_single_envs(num_processes):
     """B = 5 over P processes (a 3 + 2 split for P = 2) gives exactly the B single envs' outputs."""
     with VectorEnv(BREAKOUT, num_envs=5, num_processes=num_processes, seed=10) as vec:

@@ -63,6 +63,7 @@ def _bot_inputs(config, moves):
 
 
 @pytest.mark.parametrize("agent, history_length", [("muzero", 1), ("muzero", 3), ("alphazero", 1), ("alphazero", 2)])
+@pytest.mark.slow
 def test_batch_equals_the_openspiel_bots_inputs(agent, history_length):
     config = tiny_config("connect_four", agent=agent, **{"targets.history_length": history_length})
     batch = PositionBatcher(env_spec(config).name, history_length)(MOVE_LISTS)

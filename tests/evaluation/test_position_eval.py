@@ -126,6 +126,7 @@ def _cli(capsys, monkeypatch, *args):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkeypatch, mz_result):
     run_dir = fresh_run(tmp_path / "run")
     code, out, err = _cli(capsys, monkeypatch, run_dir, "--positions")
@@ -136,6 +137,7 @@ def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkey
     assert written["keeps_result"] == pytest.approx(mz_result.keeps_result)  # the same parameters
 
 
+@pytest.mark.slow
 def test_cli_prints_and_records_the_simulations_it_searched_with(tmp_path, capsys, monkeypatch):
     run_dir = fresh_run(tmp_path / "run", **{"planner.play_simulations": 6})
     code, out, err = _cli(capsys, monkeypatch, run_dir, "--positions", "--simulations", 5)

@@ -199,6 +199,7 @@ def test_crash_before_best_is_repointed_keeps_a_complete_best(tmp_path, monkeypa
     assert best_checkpoint(tmp_path) == tmp_path / "checkpoints" / "best-0000000006"
 
 
+@pytest.mark.slow
 def test_fingerprint_depends_on_shapes_and_dtypes_not_values():
     assert param_fingerprint(_STATE) == param_fingerprint(_make_state(seed=1))
     assert param_fingerprint(_STATE) != param_fingerprint(_make_state(width=5))

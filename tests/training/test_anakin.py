@@ -58,6 +58,7 @@ def _host_loop(config, params, carry, rng, num_steps):
 
 
 @pytest.mark.parametrize("config", [TTT, BREAKOUT], ids=["pgx_tic_tac_toe", "gymnax_breakout"])
+@pytest.mark.slow
 def test_segment_equals_host_loop(config):
     spec, num_envs, num_steps = env_spec(config), config.env.num_envs, 12
     env = make_env(config.game)

@@ -64,6 +64,7 @@ def test_bad_values_and_ray_are_refused_by_the_config():
     assert select_device(BackendConfig(kind="ray")).startswith("per role, as Ray places it")
 
 
+@pytest.mark.slow
 def test_train_prints_and_records_the_device(tmp_path, capsys, monkeypatch, restore_default_device):
     monkeypatch.setenv("MOOZI_JAX_CACHE", "")  # leave the test session's compilation cache as it is
     run_dir = tmp_path / "run"

@@ -90,6 +90,7 @@ def test_strength_score_prefers_the_solver_positions_and_reads_the_error_from_th
     assert strength_score({"test_return": 3.0, "test_return_std": 2.0}, episodes=16) == ("test_return", 3.0, 0.5)
 
 
+@pytest.mark.slow
 def test_load_agent_asked_for_a_best_checkpoint_the_run_does_not_have(tmp_path):
     run_driver(_config(6 * STEPS_PER_ITERATION, **{"train.keep_best": False}), tmp_path / "run")
     assert best_checkpoint(tmp_path / "run") is None
@@ -213,6 +214,7 @@ def _moozi(*args, timeout=120, cwd=None):
         (["train"], "the following arguments are required"),
     ],
 )
+@pytest.mark.slow
 def test_cli_errors_are_one_line_with_exit_code_2(args, message, tmp_path):
     result = _moozi(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -222,6 +224,7 @@ def test_cli_errors_are_one_line_with_exit_code_2(args, message, tmp_path):
     assert list(tmp_path.iterdir()) == [], "a failed command left files behind"
 
 
+@pytest.mark.slow
 def test_cli_games_lists_presets():
     result = _moozi("games")
     assert result.returncode == 0
@@ -259,6 +262,7 @@ def test_cli_train_eval_report_play(tmp_path):
     assert "Game over" in play.stdout
 
 
+@pytest.mark.slow
 def test_reanalyze_share_feeds_the_buffer(tmp_path):
     """With train.reanalyze_fraction > 0 the driver sends stored trajectories through the reanalyze worker."""
     summary = run_driver(
@@ -273,6 +277,7 @@ def test_reanalyze_share_feeds_the_buffer(tmp_path):
 
 
 @pytest.mark.parametrize("agent_network", ["online", "target"])
+@pytest.mark.slow
 def test_in_training_tests_play_the_network_the_config_names(tmp_path, monkeypatch, agent_network):
     # With a moving-average target network, the tests (and so BEST) play the target network when
     # train.agent_network says so, and the online one otherwise.
@@ -306,6 +311,7 @@ def test_in_training_tests_play_the_network_the_config_names(tmp_path, monkeypat
             jax.tree.leaves(tested[-1]["params"]), jax.tree.leaves(last_online)))
 
 
+@pytest.mark.slow
 def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_state_it_tested(tmp_path, monkeypatch):
     # A test does not stop the loop: each test waits (up to 60 s) until an update has run after it
     # started, which only happens if the loop goes on while it plays. Each test is logged at the
@@ -362,6 +368,7 @@ def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_direc
     replay_memory.check_replay_fits(config, spec)
 
 
+@pytest.mark.slow
 def test_cli_eval_of_a_one_player_game_caps_episodes_and_says_so(tmp_path):
     run_dir = tmp_path / "run"
     sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]

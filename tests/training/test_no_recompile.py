@@ -11,6 +11,7 @@ still counts.
 
 from __future__ import annotations
 
+import pytest
 import contextlib
 import logging
 
@@ -62,6 +63,7 @@ def test_the_counter_sees_a_new_shape_compile():
     assert len(compiled) == 1 and "lambda" in compiled[0]
 
 
+@pytest.mark.slow
 def test_rollout_worker_and_learner_do_not_recompile_after_warm_up():
     config = tiny_config()
     worker = TrainingRolloutWorker(config)

@@ -19,6 +19,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
+# One Ray instance at a time on this machine (pyproject.toml, addopts).
+pytestmark = pytest.mark.xdist_group("ray")
 
 from moozi.runs.checkpoint import latest_checkpoint, load_checkpoint  # noqa: E402
 from moozi.config import build_config  # noqa: E402

@@ -22,6 +22,8 @@ import time
 import pytest
 
 pytest.importorskip("ray")
+# One Ray instance at a time on this machine (pyproject.toml, addopts).
+pytestmark = pytest.mark.xdist_group("ray")
 
 from moozi.runs.checkpoint import latest_checkpoint  # noqa: E402
 from moozi.runs.metrics_log import read_metrics  # noqa: E402
@@ -118,11 +120,11 @@ def test_rollout_workers_on_two_nodes_survive_the_loss_of_one(cluster_factory, t
         remote = [r for r in workers if roles[r] != learner_node]
         assert remote, roles  # rollout workers on the node that is not the driver's
 
-        _wait_for(lambda: _updates(run_dir) >= 100, 150, "100 updates", proc)
+        _wait_for(lambda: _updates(run_dir) >= 50, 150, "50 updates", proc)
         cluster.kill_node(worker_node)
         updates_at_kill = _updates(run_dir)
         # The run goes on with the workers it has left...
-        _wait_for(lambda: _updates(run_dir) >= updates_at_kill + 100, 120, "100 updates after the loss", proc)
+        _wait_for(lambda: _updates(run_dir) >= updates_at_kill + 50, 120, "50 updates after the loss", proc)
         lost = [e for e in _events(run_dir) if "training_worker_lost" in e]
         assert sorted(f"training_rollout_worker_{e['training_worker_lost']}" for e in lost) == remote
         assert min(e["training_workers_alive"] for e in lost) == 4 - len(remote)
@@ -131,7 +133,7 @@ def test_rollout_workers_on_two_nodes_survive_the_loss_of_one(cluster_factory, t
         _wait_for(lambda: sum("training_worker_back" in e for e in _events(run_dir)) == len(remote), 150,
                   "the replacements to join", proc)
         updates_back = _updates(run_dir)
-        _wait_for(lambda: _updates(run_dir) >= updates_back + 40, 120, "updates with every worker back", proc)
+        _wait_for(lambda: _updates(run_dir) >= updates_back + 20, 120, "updates with every worker back", proc)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -147,5 +149,5 @@ def test_rollout_workers_on_two_nodes_survive_the_loss_of_one(cluster_factory, t
     # The checkpoint written on SIGTERM is whole and is the run's end.
     path = latest_checkpoint(run_dir)
     meta = json.loads((path / "meta.json").read_text())
-    assert meta["counters"]["updates"] == summary["updates"] >= updates_back + 40
+    assert meta["counters"]["updates"] == summary["updates"] >= updates_back + 20
     assert meta["counters"]["env_steps"] == summary["env_steps"]

@@ -71,6 +71,7 @@ def test_workers_with_other_indices_play_other_games(config, learner):
     assert actions0.shape != actions1.shape or not np.array_equal(actions0, actions1)
 
 
+@pytest.mark.slow
 def test_replay_and_learner_roles(config, learner):
     worker = TrainingRolloutWorker(config, 0)
     replay = ReplayRole(config)
@@ -89,6 +90,7 @@ def test_replay_and_learner_roles(config, learner):
     worker.close()
 
 
+@pytest.mark.slow
 def test_learner_stops_on_non_finite_loss(config):
     learner = ParameterOptimizer(config)
     worker = TrainingRolloutWorker(config, 0)
@@ -123,6 +125,7 @@ def test_a_test_stops_after_test_max_steps_and_counts_the_cut_episodes():
     assert metrics["test_return"] == 2.0 and metrics["test_return_std"] == 0.0
 
 
+@pytest.mark.slow
 def test_reanalyze_worker_replaces_only_search_statistics(config, learner):
     worker = TrainingRolloutWorker(config, 0)
     replay = ReplayRole(config)

@@ -71,6 +71,7 @@ def _early_passes(trajectories, min_moves):
     return count
 
 
+@pytest.mark.slow
 def test_self_play_games_keep_going_and_the_state_round_trips():
     free, params = _worker(0)
     assert _early_passes(free.run(params, 60, policy_version=0).trajectories, 20) > 0  # the check can fail

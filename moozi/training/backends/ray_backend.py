@@ -214,6 +214,9 @@ class RayBackend:
         gpus = sum(float(h.spec[2].get("num_gpus", 0.0)) for h in self._handles)
         self._set_env("RAY_USAGE_STATS_ENABLED", "0")
         kwargs: dict[str, Any] = dict(
+            # A new instance of this run's own, even where `ray start` left a cluster running on this
+            # machine: a bare ray.init() would join that cluster, or refuse when it finds several.
+            address="local",
             num_cpus=max(os.cpu_count() or 1, math.ceil(cpus - 1e-9)),
             include_dashboard=config.include_dashboard,
             dashboard_host=config.bind_host,
