@@ -86,8 +86,8 @@ def run_decay(config: OptimizerConfig, progress):
     from 1 to final_learning_rate_fraction with decay_over="run", else 1."""
     if not decays_over_run(config):
         return jnp.ones((), jnp.float32)
-    low = config.final_learning_rate_fraction
-    return low + (1.0 - low) * 0.5 * (1.0 + jnp.cos(jnp.pi * jnp.clip(progress, 0.0, 1.0)))
+    # optax's cosine over one "step" of progress (it holds the final value past the end).
+    return optax.cosine_decay_schedule(1.0, 1, alpha=config.final_learning_rate_fraction)(progress)
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:
@@ -171,9 +171,10 @@ def make_train_step(
             update=state.step,
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        # Adam's step is proportional to its learning rate: scaling the step scales the rate.
         decay = run_decay(optimizer_config, progress)
-        updates = jax.tree_util.tree_map(lambda u: u * decay.astype(u.dtype), updates)
+        if decays_over_run(optimizer_config):  # else the program stays as it was: no scaling by 1
+            # Adam's step is proportional to its learning rate: scaling the step scales the rate.
+            updates = jax.tree_util.tree_map(lambda u: u * decay.astype(u.dtype), updates)
         params = optax.apply_updates(state.params, updates)
         step = state.step + 1
         target_params, target_batch_stats = refresh_target(
