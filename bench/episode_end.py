@@ -34,7 +34,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from moozi.agent import load_agent  # noqa: E402
+from moozi.play import load_agent  # noqa: E402
 from moozi.builders import build_network  # noqa: E402
 from moozi.core.targets import StepStorage, assemble_targets, gather_window  # noqa: E402
 from moozi.envs.base import DUMMY_ACTION  # noqa: E402

@@ -97,12 +97,12 @@ def train(name: str, game: str, overrides: dict, out: pathlib.Path, clock: Compi
     """One `moozi train` run in this process (the CLI's driver); its rates from the summary and the log."""
     from moozi.config import build_config
     from moozi.runs.metrics_log import read_metrics
-    from moozi.training.drivers import make_driver
+    from moozi.training.driver import Driver
 
     config = build_config(game, overrides=overrides)
     run_dir = out / name
     compiled_before, started = clock.seconds, time.perf_counter()
-    driver = make_driver(config, run_dir, progress=False)
+    driver = Driver(config, run_dir, progress=False)
     try:
         summary = driver.run()
     finally:

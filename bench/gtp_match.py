@@ -13,7 +13,7 @@ that knows the command, so a match can be repeated); A takes black in games 1,
 checks the move on its own OpenSpiel go state and relays it with `play` to the
 other engine. A game ends after two consecutive passes, a resignation, or
 --max-moves moves; the referee then scores its own board (Tromp–Taylor area
-score with the match komi, `moozi.agent.go_rules.area_score`) and never asks the
+score with the match komi, `moozi.play.go_rules.area_score`) and never asks the
 engines for `final_score`. An engine loses the game when it resigns, answers
 `genmove` with an illegal move, a failure or nothing (timeout, exit), or
 refuses a legal move relayed to it; a crashed engine is restarted for the next
@@ -39,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from moozi.agent.go_rules import (  # noqa: E402
+from moozi.play.go_rules import (  # noqa: E402
     REPEATS_POSITION,
     VertexSyntaxError,
     action_to_vertex,

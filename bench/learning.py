@@ -52,7 +52,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
            extra: dict | None = None) -> float:
     """Trains and returns the seconds spent building the driver (added to each checkpoint's time)."""
     from moozi.config import build_config
-    from moozi.training.drivers import make_driver
+    from moozi.training.driver import Driver
 
     config = build_config(
         game,
@@ -66,7 +66,7 @@ def _train(game: str, minutes: float, seed: int, run_dir: pathlib.Path, checkpoi
         },
     )
     start = time.monotonic()
-    driver = make_driver(config, run_dir, progress=False)
+    driver = Driver(config, run_dir, progress=False)
     setup_seconds = time.monotonic() - start
     try:
         driver.run()
@@ -85,7 +85,7 @@ def _checkpoints(run_dir: pathlib.Path):
 
 
 def tic_tac_toe(seed: int, minutes: float, work: pathlib.Path) -> dict:
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation import evaluate
 
     run_dir = work / f"ttt-{seed}"
@@ -113,7 +113,7 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
                  run_dir: pathlib.Path | None = None) -> dict:
     """Trains (or, with `run_dir`, reads a run trained before) and measures each mark's checkpoint
     at each play-time simulation count (None: the preset's `planner.play_simulations`)."""
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation import evaluate
     from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
@@ -179,7 +179,7 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
     """Trains the go9 preset (or reads a run trained before) and measures the checkpoint `load_agent`
     plays: `games` games against a random mover (both seats) and `gnugo_games` GTP games against
     `gnugo` refereed by bench/gtp_match.py, with each game's area-score margin and first passes."""
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation import evaluate
     from moozi.runs.checkpoint import best_checkpoint
 
@@ -256,7 +256,7 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     IMPALA: sampled from the policy): mean return and its bootstrap interval. `sampled` adds, for
     MuZero, as many episodes of the same checkpoint played as in training (root noise kept, the action
     drawn: `moozi eval --sample`), the play the MinAtar paper's curves show (its training episodes)."""
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     run_dir = work / minatar_run_name(game, seed, agent)
@@ -295,13 +295,13 @@ GYMNAX_MINATAR = {"breakout": "Breakout-MinAtar", "asterix": "Asterix-MinAtar", 
 def model_free_minatar(agent: str, game: str, seed: int, minutes: list[float], episodes: int, max_steps: int,
                        num_envs: int, rollout_steps: int) -> dict:
     """PPO or IMPALA on the game's gymnax twin (sticky actions 0.1), the whole loop jitted
-    (moozi/agents/actor_critic/anakin.py): at each mark of training time (compiling included),
+    (moozi/actor_critic/anakin_loop.py): at each mark of training time (compiling included),
     `episodes` episodes of the sampled policy, all at once."""
     from moozi.config.overrides import apply_overrides
     from moozi.envs import gymnax
     from moozi.evaluation.intervals import bootstrap_mean_interval
 
-    from moozi.agents import IMPALAConfig, PPOConfig, make_anakin_trainer
+    from moozi.actor_critic import IMPALAConfig, PPOConfig, make_anakin_trainer
 
     AgentConfig = PPOConfig if agent == "ppo" else IMPALAConfig
     start = time.monotonic()

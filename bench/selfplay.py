@@ -145,7 +145,7 @@ def learner(config: Config, updates: int, rounds: int):
     """(parameter updates/s at the preset's batch and unroll, acting params, replay bytes per step)."""
     from moozi.builders import env_spec
     from moozi.training.roles.parameter_optimizer import ParameterOptimizer
-    from moozi.training.roles.replay import ReplayRole
+    from moozi.training.roles.replay_buffer import ReplayRole
 
     spec = env_spec(config)
     optimizer = ParameterOptimizer(config)

@@ -12,7 +12,7 @@ __all__ = ["load_agent", "make_env", "Config", "build_config", "__version__"]
 def __getattr__(name):
     # Lazy: `import moozi` stays cheap (no JAX or game libraries until they are used).
     if name == "load_agent":
-        from moozi.agent import load_agent
+        from moozi.play import load_agent
 
         return load_agent
     if name == "make_env":

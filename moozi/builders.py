@@ -129,7 +129,7 @@ ACTOR_CRITIC_AGENTS = ("ppo", "impala")
 
 
 def is_actor_critic(config: Config) -> bool:
-    """PPO and IMPALA (moozi/agents): no search, no model, no replay buffer."""
+    """PPO and IMPALA (moozi/actor_critic): no search, no model, no replay buffer."""
     return config.agent in ACTOR_CRITIC_AGENTS
 
 
@@ -141,7 +141,7 @@ def is_asynchronous(config: Config) -> bool:
 def make_actor_critic_learner(config: Config, spec: EnvSpec, num_envs: int | None = None):
     """The network, optimizer and update of the config's actor-critic agent (its `ppo.*` or `impala.*`
     section), for rollouts of `num_envs` envs (the section's B unless given), computing in `network.dtype`."""
-    from moozi.agents import make_learner
+    from moozi.actor_critic import make_learner
     from moozi.errors import MooziError
 
     if spec.is_two_player:
@@ -155,8 +155,8 @@ def make_actor_critic_learner(config: Config, spec: EnvSpec, num_envs: int | Non
 
 def make_anakin_actor_critic(config: Config, spec: EnvSpec):
     """The config's actor-critic on a JAX-native game: the Anakin loop, rollouts and update in one
-    jitted program. (Host games run the host loop, moozi/training/actor_critic_host.py.)"""
-    from moozi.agents.actor_critic.anakin import AnakinTrainer
+    jitted program. (Host games run the host loop, moozi/training/actor_critic_host_loop.py.)"""
+    from moozi.actor_critic.anakin_loop import AnakinTrainer
 
     return AnakinTrainer(make_env(config.game, **env_options(config)), make_actor_critic_learner(config, spec),
                          seed=config.seed)

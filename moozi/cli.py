@@ -122,7 +122,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
     from moozi.config import build_config
     from moozi.config.overrides import parse_set_arguments
-    from moozi.training.drivers import make_driver
+    from moozi.training.driver import Driver
 
     overrides = parse_set_arguments(args.overrides)
     if args.seed is not None:
@@ -143,7 +143,7 @@ def _cmd_train(args) -> int:
     else:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.game)
         run_dir = pathlib.Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-    driver = make_driver(config, run_dir, resume=args.resume, progress=not args.quiet)
+    driver = Driver(config, run_dir, resume=args.resume, progress=not args.quiet)
     print(f"device: {driver.device}", file=sys.stderr)  # also RUN/summary.json's "device"
     try:
         summary = driver.run()
@@ -159,7 +159,7 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     if args.opening_moves < 0:
@@ -218,7 +218,7 @@ def _searching(agent) -> str:
 
 
 def _cmd_positions(args) -> int:
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
     # `is not None`, not truthiness: `--games 0` is given too, and silently ignoring it would mislead.
@@ -270,14 +270,14 @@ def _cmd_ladder(args) -> int:
 
 
 def _cmd_play(args) -> int:
-    from moozi.agent import load_agent
-    from moozi.agent.human import play_human
+    from moozi.play import load_agent
+    from moozi.play.human import play_human
 
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
     # --web: stdout's first line is the page's address (scripts read it), so this goes to stderr.
     print(f"checkpoint {agent.checkpoint}{_searching(agent)}", file=sys.stderr if args.web else sys.stdout)
     if args.web:
-        from moozi.agent.web_play import serve
+        from moozi.play.web_play import serve
 
         serve(agent, host=args.host, port=args.port)
         return 0
@@ -286,8 +286,8 @@ def _cmd_play(args) -> int:
 
 
 def _cmd_gtp(args) -> int:
-    from moozi.agent import load_agent
-    from moozi.agent.gtp import run_gtp
+    from moozi.play import load_agent
+    from moozi.play.gtp import run_gtp
 
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
     # stderr: GTP owns stdout.

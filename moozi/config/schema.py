@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from moozi.agents.impala.config import IMPALAConfig
-from moozi.agents.ppo.config import PPOConfig
+from moozi.actor_critic.impala import IMPALAConfig
+from moozi.actor_critic.ppo import PPOConfig
 from moozi.config.overrides import ConfigError
 from moozi.core.loss import LossConfig
 from moozi.core.network import NetworkConfig
@@ -124,7 +124,7 @@ class Config:
     game: str = "tic_tac_toe"  # a preset or a library-qualified name (see `moozi games`)
     # muzero: plan with a learned model. alphazero: plan with the game's rules (a pgx game, or the
     # pgx twin of an OpenSpiel board game, see moozi/envs/twins.py); trains h and f only (K = 0).
-    # ppo, impala: model-free actor-critics (moozi/agents) for one-player games, set by their own
+    # ppo, impala: model-free actor-critics (moozi/actor_critic) for one-player games, set by their own
     # sections (`ppo.*`, `impala.*`); the planner, targets, replay, loss and optimizer sections are
     # MuZero's and do not apply to them.
     agent: Literal["muzero", "alphazero", "ppo", "impala"] = "muzero"

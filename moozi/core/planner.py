@@ -39,7 +39,7 @@ class SearchPolicy(enum.Enum):
     GUMBEL_MUZERO = "gumbel_muzero"  # Gumbel top-k + sequential halving at the root
 
 
-PASS_RULES = ("search", "after_opponent_if_ahead")  # planner.play_pass_rule (moozi/agent/pass_rule.py)
+PASS_RULES = ("search", "after_opponent_if_ahead")  # planner.play_pass_rule (moozi/play/pass_rule.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +62,7 @@ class PlannerConfig:
     """Go only, at play time (`load_agent` and everything built on it, as `play_simulations`):
     "search" lets the search pass whenever it likes; "after_opponent_if_ahead" never passes first
     and, once the opponent has passed, passes exactly when the area count wins
-    (moozi/agent/pass_rule.py). Training and the in-training test are unchanged."""
+    (moozi/play/pass_rule.py). Training and the in-training test are unchanged."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""
     pb_c_base: float = 19652.0
@@ -163,6 +163,14 @@ class AbsorbingEmbedding(NamedTuple):
     absorbing: Array  # [B] bool
 
 
+def mask_interior_dummy(logits: Array) -> Array:
+    """[B, A] prior logits of interior nodes: the dummy action keeps its logit only where the model
+    puts half its prior on it (it predicts the end of the game), else it is masked."""
+    predicts_end = jax.nn.softmax(logits, axis=-1)[:, DUMMY_ACTION] >= 0.5  # [B]
+    dummy_logit = jnp.where(predicts_end, logits[:, DUMMY_ACTION], jnp.finfo(logits.dtype).min)
+    return logits.at[:, DUMMY_ACTION].set(dummy_logit)
+
+
 def with_absorbing_dummy(model: SearchModel) -> SearchModel:
     """Makes the dummy action absorbing (thesis 5.2.4): its subtree has zero rewards and values.
 
@@ -194,10 +202,7 @@ def with_absorbing_dummy(model: SearchModel) -> SearchModel:
     def recurrent(params, rng, action, embedding: AbsorbingEmbedding):
         out, inner = model.recurrent(params, rng, action, embedding.inner)
         absorbing = embedding.absorbing | (action == DUMMY_ACTION)  # [B]
-        logits = out.prior_logits
-        predicts_end = jax.nn.softmax(logits, axis=-1)[:, DUMMY_ACTION] >= 0.5  # [B]
-        dummy_logit = jnp.where(predicts_end, logits[:, DUMMY_ACTION], jnp.finfo(logits.dtype).min)
-        logits = logits.at[:, DUMMY_ACTION].set(dummy_logit)
+        logits = mask_interior_dummy(out.prior_logits)
         out = out.replace(
             reward=jnp.where(absorbing, 0.0, out.reward).astype(out.reward.dtype),
             value=jnp.where(absorbing, 0.0, out.value).astype(out.value.dtype),

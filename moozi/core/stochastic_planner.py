@@ -27,13 +27,23 @@ Only PUCT exists for chance nodes in mctx (no Gumbel variant), so a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import mctx
 
-from moozi.core.planner import PlannerConfig, PlannerOutput, SearchPolicy, learned_root, legal_to_invalid, summarize, tree_max_depth
+from moozi.core.planner import (
+    AbsorbingEmbedding,
+    PlannerConfig,
+    PlannerOutput,
+    SearchPolicy,
+    learned_root,
+    legal_to_invalid,
+    mask_interior_dummy,
+    summarize,
+    tree_max_depth,
+)
 from moozi.core.types import Array
 from moozi.envs.base import DUMMY_ACTION
 from moozi.errors import MooziError
@@ -88,20 +98,6 @@ def make_stochastic_learned_model(network, discount: float) -> StochasticSearchM
     return StochasticSearchModel(root=learned_root(network), decision=decision, chance=chance)
 
 
-class AbsorbingEmbedding(NamedTuple):
-    """A state or afterstate embedding plus whether it lies under a dummy-action edge."""
-
-    inner: Any  # [B, ...]
-    absorbing: Array  # [B] bool
-
-
-def _mask_interior_dummy(logits):
-    """planner.py's rule for interior nodes: the dummy stays only where the model predicts the end."""
-    predicts_end = jax.nn.softmax(logits, axis=-1)[:, DUMMY_ACTION] >= 0.5  # [B]
-    dummy_logit = jnp.where(predicts_end, logits[:, DUMMY_ACTION], jnp.finfo(logits.dtype).min)
-    return logits.at[:, DUMMY_ACTION].set(dummy_logit)
-
-
 def with_absorbing_dummy(model: StochasticSearchModel) -> StochasticSearchModel:
     """planner.py's `with_absorbing_dummy` for a stochastic model (read its docstring for why).
 
@@ -126,7 +122,7 @@ def with_absorbing_dummy(model: StochasticSearchModel) -> StochasticSearchModel:
     def chance(params, rng, code, embedding: AbsorbingEmbedding):
         out, inner = model.chance(params, rng, code, embedding.inner)
         absorbing = embedding.absorbing
-        logits = _mask_interior_dummy(out.action_logits)
+        logits = mask_interior_dummy(out.action_logits)
         out = out.replace(
             reward=jnp.where(absorbing, 0.0, out.reward).astype(out.reward.dtype),
             value=jnp.where(absorbing, 0.0, out.value).astype(out.value.dtype),

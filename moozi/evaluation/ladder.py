@@ -359,7 +359,7 @@ def run_ladder(
 
     `anchors`: specs or the `--anchors` text (None: random,mcts:100); random is always one.
     """
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
     from moozi.runs.checkpoint import complete_checkpoints
     from moozi.config import load_saved_config
     from moozi.evaluation.matches import load_two_player_game, make_opponent

@@ -325,7 +325,7 @@ def _solver_bot(game: pyspiel.Game, seed: int) -> pyspiel.Bot:
 def _run_bot(run_dir: str, player_id: int) -> pyspiel.Bot:
     if not pathlib.Path(run_dir).is_dir():
         raise MooziError(f"run:DIR opponent: no run directory at {run_dir!r}")
-    from moozi.agent import load_agent  # lazy: loading an agent imports JAX and the network
+    from moozi.play import load_agent  # lazy: loading an agent imports JAX and the network
 
     return load_agent(run_dir).as_openspiel_bot(player_id)
 

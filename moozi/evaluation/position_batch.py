@@ -1,6 +1,6 @@
 """Acting inputs for many positions of one game at once, each position given by its moves.
 
-The agent's bots (moozi/agent/openspiel_bot.py) rebuild the history input of one position
+The agent's bots (moozi/play/openspiel_bot.py) rebuild the history input of one position
 from its game's action history. Measuring an agent on hundreds of labelled
 positions needs the same for all of them together, so that one batched search
 answers them all: `PositionBatcher(game, history_length)(move_lists)` gives the

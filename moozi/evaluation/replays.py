@@ -16,7 +16,7 @@ import pathlib
 import numpy as np
 import pyspiel
 
-from moozi.agent.boards import STONES, board_grid
+from moozi.play.boards import STONES, board_grid
 from moozi.envs.base import DUMMY_ACTION
 from moozi.envs.registry import make_host_env, make_played_env
 from moozi.errors import MooziError

@@ -129,7 +129,7 @@ def _progress_section(paths: list[pathlib.Path]) -> str:
 
 # --- a game the agent played ------------------------------------------------------------------
 def _replay_section(run_dir: pathlib.Path, out: pathlib.Path, seed: int) -> str:
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
 
     try:
         agent = load_agent(run_dir)
@@ -141,7 +141,7 @@ def _replay_section(run_dir: pathlib.Path, out: pathlib.Path, seed: int) -> str:
 
 
 def _board_replay(agent, out: pathlib.Path, seed: int) -> str:
-    from moozi.agent.boards import board_svg
+    from moozi.play.boards import board_svg
     from moozi.evaluation.replays import move_cell, play_board_game, search_figure
 
     replay = play_board_game(agent, seed=seed)

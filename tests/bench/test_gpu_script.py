@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench import gpu
-from moozi.agent import load_agent
+from moozi.play import load_agent
 from moozi.evaluation.matches import evaluate
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from moozi.agents.actor_critic.networks import make_policy_network
+from moozi.actor_critic.networks import make_policy_network
 from moozi.config import build_config
 from moozi.config.overrides import ConfigError
 from moozi.core.loss import LossConfig

@@ -219,7 +219,7 @@ def test_run_opponent_loads_another_run(tmp_path, monkeypatch):
         return OpponentAgent("minimax")
 
     # setitem, not setattr: reading the old attribute would import the real agent stack (JAX).
-    monkeypatch.setattr("moozi.agent.load_agent", fake_load_agent)
+    monkeypatch.setattr("moozi.play.load_agent", fake_load_agent)
     result = evaluate(OpponentAgent("random"), "tic_tac_toe", f"run:{tmp_path}", num_games=10, seed=0)
     assert loaded == [str(tmp_path)] * 2  # one bot per seat
     assert result.wins == 0 and result.opponent == f"run:{tmp_path}"
@@ -290,7 +290,7 @@ class CappedAgent(EpisodeAgent):
     """Plays like EpisodeAgent, one reward of 1 per step, and obeys a step cap."""
 
     def run_episode(self, env, seed, max_steps=None):
-        from moozi.agent.loading import EpisodeOutcome
+        from moozi.play.trained_agent import EpisodeOutcome
 
         self.seeds.append(seed)
         rng = np.random.default_rng(seed)

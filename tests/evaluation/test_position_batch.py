@@ -6,7 +6,7 @@ import pyspiel
 import pytest
 from tests.helpers.tiny_connect_four import tiny_config
 
-from moozi.agent.openspiel_bot import make_openspiel_bot
+from moozi.play.openspiel_bot import make_openspiel_bot
 from moozi.envs.base import DUMMY_ACTION
 from moozi.errors import MooziError
 from moozi.core.history import init_history, push_history

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from tests.helpers.tiny_connect_four import fresh_run, fresh_variables, tiny_config
 
-from moozi.agent import load_agent
+from moozi.play import load_agent
 from moozi.cli import main
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import wilson_interval
@@ -17,7 +17,7 @@ from moozi.evaluation.position_eval import PositionsEvaluator, evaluate_agent_on
 from moozi.evaluation.positions import PHASES, LabelledPosition, load_positions
 from moozi.core.planner import greedy_planner_config
 from moozi.builders import env_spec, make_acting
-from moozi.training.roles.testing import TestingRolloutWorker
+from moozi.training.roles.testing_worker import TestingRolloutWorker
 
 TEST_METRICS = {
     "test_solver_keeps_result", "test_solver_best_move", "test_value_sign_accuracy",

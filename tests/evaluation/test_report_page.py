@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from moozi.config import build_config
-from moozi.agent.boards import board_grid, board_svg
+from moozi.play.boards import board_grid, board_svg
 from moozi.evaluation.report_page import write_report_page
-from moozi.training.drivers import make_driver
+from moozi.training.driver import Driver
 from tests.helpers.tiny import STEPS_PER_ITERATION, run_driver, tiny_config
 
 
@@ -67,7 +67,7 @@ def test_report_page_of_a_one_player_game_animates_an_episode(tmp_path):
     overrides = {"agent": "ppo", "ppo.num_envs": 4, "ppo.rollout_steps": 8, "ppo.mlp_hidden_sizes": "16",
                  "train.test_every_updates": 16, "train.test_episodes": 2, "train.test_max_steps": 20,
                  "train.max_env_steps": 256}
-    driver = make_driver(build_config("gymnax:Breakout-MinAtar", overrides=overrides), tmp_path / "b", progress=False)
+    driver = Driver(build_config("gymnax:Breakout-MinAtar", overrides=overrides), tmp_path / "b", progress=False)
     try:
         driver.run()
     finally:

@@ -63,6 +63,7 @@ def main(moment: str, n: int, argv: list[str]) -> int:
     from moozi.runs import checkpoint as ckpt_mod
     from moozi import cli
     from moozi.training import driver as driver_mod
+    from moozi.training import search_loop as search_loop_mod
     from moozi.training.roles import parameter_optimizer as po_mod
     from moozi.training.roles import self_play as rollout_mod
 
@@ -106,11 +107,11 @@ def main(moment: str, n: int, argv: list[str]) -> int:
     def restore(self):
         step = original_restore(self)
         if step is not None:
-            arrays = {f"replay/{k}": v for k, v in self.replay.obj.state_dict().items()}
-            for i, worker in enumerate(self.workers):
+            arrays = {f"replay/{k}": v for k, v in self.loop.replay.obj.state_dict().items()}
+            for i, worker in enumerate(self.loop.workers):
                 arrays.update({f"worker{i}/{k}": v for k, v in worker.obj.state_dict().items()})
             _emit("restored", step=step, counters=dataclasses.asdict(self.counters),
-                  arrays=digest_arrays(arrays), train_state=digest_tree(self.parameter_optimizer.obj.get_state()))
+                  arrays=digest_arrays(arrays), train_state=digest_tree(self.loop.parameter_optimizer.obj.get_state()))
         if moment == "restore":
             pause()
         return step
@@ -136,7 +137,7 @@ def main(moment: str, n: int, argv: list[str]) -> int:
                 super().__init__(config)
                 pause()
 
-        driver_mod.ParameterOptimizer = PausingOptimizer
+        search_loop_mod.ParameterOptimizer = PausingOptimizer
 
     if moment == "rollout":
         original_worker_init = rollout_mod.TrainingRolloutWorker.__init__

@@ -15,10 +15,10 @@ from moozi.core.types import Trajectory
 from moozi.envs.registry import make_env
 from moozi.errors import MooziError
 from moozi.runs.metrics_log import read_metrics
-from moozi.training.anakin import init_carry, make_segment
+from moozi.training.anakin_segment import init_carry, make_segment
 from moozi.training.roles.anakin_self_play import AnakinRolloutWorker
 from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
-from moozi.training.driver import training_worker_class
+from moozi.training.search_loop import training_worker_class
 from moozi.training.roles.self_play import TrainingRolloutWorker
 
 

@@ -10,9 +10,8 @@ import pytest
 from moozi.cli import main
 from moozi.config import BackendConfig, build_config
 from moozi.config.overrides import ConfigError
-from moozi.training.actor_critic_driver import ActorCriticDriver
-from moozi.training.device import available_devices, select_device
 from moozi.training.driver import Driver
+from moozi.training.device import available_devices, select_device
 from tests.helpers.tiny import tiny_config
 
 CPU = str(jax.devices("cpu")[0])
@@ -47,12 +46,12 @@ def test_a_platform_without_devices_is_refused_naming_the_key_and_the_devices_th
     message = rf"bad value 'gpu' for backend\.device: this machine has no gpu device \(devices here: cpu: {CPU}\)"
     with pytest.raises(ConfigError, match=message):
         select_device(BackendConfig(device="gpu"))
-    # Both drivers refuse before the run directory is made.
+    # The driver refuses before the run directory is made, for either loop.
     with pytest.raises(ConfigError, match=message):
         Driver(tiny_config(**{"backend.device": "gpu"}), tmp_path / "muzero", progress=False)
     with pytest.raises(ConfigError, match=r"no tpu device"):
-        ActorCriticDriver(build_config("gymnax:CartPole-v1", overrides={"agent": "ppo", "backend.device": "tpu"}),
-                          tmp_path / "ppo", progress=False)
+        Driver(build_config("gymnax:CartPole-v1", overrides={"agent": "ppo", "backend.device": "tpu"}),
+               tmp_path / "ppo", progress=False)
     assert not (tmp_path / "muzero").exists() and not (tmp_path / "ppo").exists()
 
 

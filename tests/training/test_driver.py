@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
-from moozi.agent import load_agent
+from moozi.play import load_agent
 from moozi.builders import env_spec
 from moozi.core.replay import replay_bytes
 from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint
@@ -282,7 +282,7 @@ def test_in_training_tests_play_the_network_the_config_names(tmp_path, monkeypat
     # With a moving-average target network, the tests (and so BEST) play the target network when
     # train.agent_network says so, and the online one otherwise.
     from moozi.training.roles.parameter_optimizer import ParameterOptimizer
-    from moozi.training.roles.testing import TestingRolloutWorker
+    from moozi.training.roles.testing_worker import TestingRolloutWorker
 
     served, tested = {"online": [], "target": []}, []
     get_params, run_test = ParameterOptimizer.get_params, TestingRolloutWorker.run
@@ -318,7 +318,7 @@ def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_stat
     # update it tested, and BEST holds the parameters of that update, not those the learner
     # reached while the test played.
     from moozi.training.roles.parameter_optimizer import ParameterOptimizer
-    from moozi.training.roles.testing import TestingRolloutWorker
+    from moozi.training.roles.testing_worker import TestingRolloutWorker
 
     updated, overlapped, tested = threading.Event(), [], []
     update, run_test = ParameterOptimizer.update, TestingRolloutWorker.run

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from moozi.agent import load_agent
+from moozi.play import load_agent
 from moozi.config import build_config
 from moozi.evaluation import evaluate
 from moozi.training.driver import Driver

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from tests.helpers.tiny import tiny_config
 
 from moozi.training.roles.parameter_optimizer import ParameterOptimizer
-from moozi.training.roles.replay import ReplayRole
+from moozi.training.roles.replay_buffer import ReplayRole
 from moozi.training.roles.self_play import TrainingRolloutWorker
 
 _COMPILE_LOGGER = "jax._src.interpreters.pxla"

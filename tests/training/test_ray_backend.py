@@ -106,7 +106,7 @@ def ray_run(tmp_path_factory):
         held, objects, used = _object_store_sample()
         # A test plays beside the next iteration: the driver then also holds its two futures.
         pending = self._pending_test
-        in_flight = 0 if pending is None else sum(ref is not None for ref in (pending.metrics, pending.state))
+        in_flight = 0 if pending is None else sum(ref is not None for ref in (pending.call.metrics, pending.call.state))
         store[self.counters.iteration] = (held - in_flight, objects, used)
         return should_stop(self, started)
 
@@ -253,7 +253,7 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
 
         # SIGKILL, as the kernel's OOM killer or a user would: no chance to clean up.
         if wait_for(2):
-            events["worker"] = driver.workers[0]
+            events["worker"] = driver.loop.workers[0]
             os.kill(_role_pid("TrainingRolloutWorker"), signal.SIGKILL)
         if wait_for(5):
             events["iteration_at_role_kill"] = driver.counters.iteration
@@ -268,8 +268,8 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
         assert info.value.role == role
         assert len(str(info.value).splitlines()) == 1 and "--resume" in str(info.value)
         # The worker was replaced (same index, new actor) and training went on.
-        assert "worker" in events and driver.workers[0] is not events["worker"]
-        assert driver.workers[0].name == "training_rollout_worker_0"
+        assert "worker" in events and driver.loop.workers[0] is not events["worker"]
+        assert driver.loop.workers[0].name == "training_rollout_worker_0"
         assert driver.counters.iteration >= 5
     finally:
         events["done"] = True
@@ -318,7 +318,7 @@ def test_a_run_stops_within_seconds_while_a_worker_hangs(tmp_path, stop):
             time.sleep(0.05)
         pid = _role_pid("TrainingRolloutWorker")
         if stop == "wait_timeout":  # set now: the first calls compile, and may take longer than 3 s
-            backend = driver._backend
+            backend = driver.loop.backend
             backend.config = dataclasses.replace(backend.config, wait_timeout_seconds=3.0)
         os.kill(pid, signal.SIGSTOP)
         events["frozen"] = pid

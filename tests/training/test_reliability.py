@@ -43,7 +43,7 @@ from moozi.envs.base import EnvSpec
 from moozi.errors import MooziError
 from moozi.runs.metrics_log import read_metrics
 from moozi.training.roles.parameter_optimizer import NonFiniteError, ParameterOptimizer
-from moozi.training.roles.replay import ReplayRole
+from moozi.training.roles.replay_buffer import ReplayRole
 from moozi.training.roles.self_play import TrainingRolloutWorker
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -462,7 +462,7 @@ def stop_before_roles(monkeypatch):
     def reached(*args, **kwargs):
         raise _ReachedRoles
 
-    monkeypatch.setattr("moozi.training.driver.make_backend", reached)
+    monkeypatch.setattr("moozi.training.search_loop.make_backend", reached)
 
 
 def _train_or_one_line_error(argv):
@@ -617,7 +617,7 @@ def test_fuzzed_evaluation_options(tmp_path, trained_run, opponent, games):
 
 @pytest.fixture(scope="module")
 def agent(trained_run):
-    from moozi.agent import load_agent
+    from moozi.play import load_agent
 
     return load_agent(trained_run["run_dir"])
 
@@ -629,7 +629,7 @@ _move_line = st.one_of(_text, st.integers(-2, 12).map(str), st.sampled_from(
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(lines=st.lists(_move_line, max_size=25), seat=st.sampled_from([0, 1, None]))
 def test_fuzzed_human_play_input(agent, lines, seat):
-    from moozi.agent.human import play_human
+    from moozi.play.human import play_human
 
     answers, shown = list(lines), []
 

@@ -6,10 +6,10 @@ import pytest
 from tests.helpers.tiny import tiny_config
 from moozi.core.types import Trajectory
 from moozi.training.roles.parameter_optimizer import NonFiniteError, ParameterOptimizer
-from moozi.training.roles.replay import ReplayRole
-from moozi.training.roles.reanalyze import ReanalyzeRolloutWorker
+from moozi.training.roles.replay_buffer import ReplayRole
+from moozi.training.roles.reanalyze_worker import ReanalyzeRolloutWorker
 from moozi.training.roles.self_play import TrainingRolloutWorker
-from moozi.training.roles.testing import TestingRolloutWorker as Tester
+from moozi.training.roles.testing_worker import TestingRolloutWorker as Tester
 
 @pytest.fixture(scope="module")
 def config():

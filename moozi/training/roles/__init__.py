@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 class TrainingWorker(Protocol):
     """What the driver calls on a training rollout worker, whichever kind the game takes
-    (`driver.training_worker_class`): `self_play.TrainingRolloutWorker` for host envs,
+    (`search_loop.training_worker_class`): `self_play.TrainingRolloutWorker` for host envs,
     `anakin_self_play.AnakinRolloutWorker` for JAX-native ones."""
 
     def run(self, params, num_steps: int, policy_version: int) -> RolloutResult: ...

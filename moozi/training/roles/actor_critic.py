@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from moozi.agents.actor_critic.host import HostRollouts, evaluate_on_host, policy_functions
+from moozi.actor_critic.host_rollouts import HostRollouts, evaluate_on_host, policy_functions
 from moozi.builders import env_spec, make_actor_critic_learner, make_vector_env
 from moozi.config import Config
 from moozi.errors import MooziError

@@ -1,11 +1,11 @@
 """The training rollout worker of JAX-native games (pgx, gymnax): the Anakin path (thesis 3.9.6).
 
-A thin shell around `moozi.training.anakin.make_segment`: each `run` is one
+A thin shell around `moozi.training.anakin_segment.make_segment`: each `run` is one
 call of the jitted self-play segment (env steps, history, search and step
 samples for all B envs over T steps) and one device-to-host copy of its
 [T, B] records, which the `EpisodeRecorder` cuts into trajectories. Same
 interface, metrics and checkpoint contract as `TrainingRolloutWorker`;
-`moozi.training.roles.self_play.training_worker_class` picks it for JAX-native games.
+`moozi.training.search_loop.training_worker_class` picks it for JAX-native games.
 Epsilon-greedy exploration (`train.epsilon_*`) runs inside the segment;
 resignation (`train.resign`) is host-path only and refused here.
 """
@@ -25,7 +25,7 @@ from moozi.core.types import Trajectory, sub_state
 from moozi.envs.base import EnvSpec
 from moozi.envs.registry import make_env
 from moozi.errors import MooziError
-from moozi.training.anakin import AnakinCarry, init_carry, make_segment
+from moozi.training.anakin_segment import AnakinCarry, init_carry, make_segment
 from moozi.builders import env_options, env_spec, make_act, seed_key
 from moozi.training.episodes import EpisodeRecorder, RolloutResult
 
