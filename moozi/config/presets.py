@@ -117,11 +117,11 @@ for _name in ("breakout", "asterix", "freeway", "seaquest", "space_invaders"):
     PRESET_OVERRIDES[_name] = dict(_MINATAR_PRESET)
 # Overrides of single MinAtar games, each measured on its game
 # (docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md).
-# Where the prior collapses onto one action: full value weight and an entropy bonus hold it up.
-_COLLAPSING_PRIOR = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
-# A floor of 0.1 reward on the Q range Gumbel's policy target rescales by (mctx's 1e-8 turns any gap
-# into 5-7 logits and the targets go one-hot), measured together with 2 updates per iteration.
-_Q_RANGE_FLOOR_WITH_TWO_UPDATES = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
+# Holds up a prior that would collapse onto one action: full value weight and an entropy bonus.
+_PRIOR_HELD_UP = {"loss.value_coef": 1.0, "loss.entropy_coef": 0.1}
+# A floor of 0.1 reward under the Q range Gumbel's policy target rescales by (mctx's 1e-8 turns any gap
+# into 5-7 logits and the targets go one-hot); measured together with 2 updates per iteration.
+_FLOORED_Q_RANGE = {"planner.min_value_range": 0.1, "train.updates_per_iteration": 2}
 # The agent plays a moving average of the online parameters (~3,300 updates), which swings less
 # between checkpoints; training itself is unchanged.
 _AVERAGED_AGENT = {"optimizer.target_ema_decay": 0.9997, "train.agent_network": "target"}
@@ -130,27 +130,27 @@ PRESET_OVERRIDES["seaquest"].update({
     "train.epsilon_start": 1.0,
     "train.epsilon_end": 0.1,
     "train.epsilon_env_steps": 100_000,
-    **_COLLAPSING_PRIOR,
+    **_PRIOR_HELD_UP,
     # One 3x3 convolution before the MLP (MinAtar's DQN torso): tells the states before a death apart.
     "network.mlp_conv_channels": 16,
-    **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
+    **_FLOORED_Q_RANGE,
     **_AVERAGED_AGENT,
 })
 PRESET_OVERRIDES["asterix"].update({
-    **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
+    **_FLOORED_Q_RANGE,
     # A cosine decay to 5% over about the hour's updates: at a constant rate the runs declined late.
     "optimizer.schedule": "cosine",
     "optimizer.decay_steps": 40_000,
     "optimizer.final_learning_rate_fraction": 0.05,
 })
 PRESET_OVERRIDES["freeway"].update({
-    **_COLLAPSING_PRIOR,
+    **_PRIOR_HELD_UP,
     "network.mlp_conv_channels": 16,
     "optimizer.schedule": "cosine",
     "optimizer.decay_steps": 60_000,
     "optimizer.final_learning_rate_fraction": 0.05,
     "loss.l2_coef": 0.0,  # through Adam, L2 halved the normalised kernels over an hour
-    **_Q_RANGE_FLOOR_WITH_TWO_UPDATES,
+    **_FLOORED_Q_RANGE,
 })
 
 
