@@ -6,6 +6,7 @@ exactly as it did in training without importing the training package.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Callable
 
@@ -15,8 +16,12 @@ import jax.numpy as jnp
 from moozi.config import Config
 from moozi.core.acting import ActFn, make_muzero_act
 from moozi.core.alphazero import make_alphazero_act
+from moozi.core.loss import LossConfig, loss_fn
 from moozi.core.network import Network, make_network
-from moozi.core.planner import PlannerConfig
+from moozi.core.planner import PlannerConfig, search_discount
+from moozi.core.stochastic_loss import StochasticLossConfig, stochastic_loss_fn
+from moozi.core.stochastic_network import make_stochastic_network
+from moozi.core.stochastic_planner import make_stochastic_planner
 from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
 from moozi.envs.action_planes import action_planes
@@ -60,8 +65,11 @@ def env_spec(config: Config) -> EnvSpec:
 
 
 def symmetry_augment(config: Config, spec: EnvSpec):
-    """The replay buffer's augment function for this game, or None (no symmetry, or turned off)."""
-    if not config.replay.symmetry_augmentation:
+    """The replay buffer's augment function for this game, or None (no symmetry, or turned off).
+
+    Stochastic MuZero gets none whatever replay.symmetry_augmentation says: the augment does not yet
+    transform the future observations its batches carry (docs/stochastic.md)."""
+    if not config.replay.symmetry_augmentation or learns_chance_outcomes(config):
         return None
     symmetry = board_symmetry(resolve_game_name(config.game), spec.obs_shape)
     if symmetry is None:
@@ -75,6 +83,13 @@ def searches_env_state(config: Config) -> bool:
     return config.agent == "alphazero"
 
 
+def learns_chance_outcomes(config: Config) -> bool:
+    """Whether the config's agent is Stochastic MuZero (docs/stochastic.md): its model has afterstates and
+    learned chance codes, its replay batches carry the future observations the chance encoder reads
+    (`StochasticTrainingTarget`), and its learner minimises `stochastic_loss_fn`."""
+    return config.agent == "stochastic_muzero"
+
+
 def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
     """The pure, unjitted `act` (`moozi.core.acting.ActFn`) of the config's agent.
 
@@ -86,7 +101,11 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> Ac
     if config.agent == "alphazero":
         env = make_env(config.game, **env_options(config))
         return make_alphazero_act(env, network, planner_config, spec)
-    return make_muzero_act(network, planner_config, spec, config.targets.history_length)
+    planner = None  # MuZero's search over the learned model
+    if learns_chance_outcomes(config):
+        planner = make_stochastic_planner(planner_config, network, spec.num_actions,
+                                          config.stochastic.num_chance_outcomes, search_discount(planner_config, spec))
+    return make_muzero_act(network, planner_config, spec, config.targets.history_length, planner=planner)
 
 
 def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
@@ -102,12 +121,39 @@ def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int
 
 
 def build_network(config: Config, spec: EnvSpec) -> Network:
+    """The config's network: MuZero's (h, g, f; AlphaZero uses h and f), or Stochastic MuZero's
+    (`StochasticNetwork`: the same calls plus afterstates and the chance encoder, the same `init`)."""
+    if learns_chance_outcomes(config):
+        return make_stochastic_network(
+            config.network,
+            obs_shape=spec.obs_shape,
+            history_length=config.targets.history_length,
+            num_actions=spec.num_actions,
+            num_chance_outcomes=config.stochastic.num_chance_outcomes,
+            action_planes=action_planes(spec),
+        )
     return make_network(
         config.network,
         obs_shape=spec.obs_shape,
         history_length=config.targets.history_length,
         num_actions=spec.num_actions,
         action_planes=action_planes(spec),
+    )
+
+
+def make_loss(config: Config) -> tuple[Callable, LossConfig]:
+    """(loss function, its config) the learner minimises: loss.py's `loss_fn` on `config.loss`, or for
+    Stochastic MuZero `stochastic_loss_fn` on `config.loss` plus the `stochastic.*` coefficients."""
+    if not learns_chance_outcomes(config):
+        return loss_fn, config.loss
+    # Field by field, not dataclasses.asdict: that would turn nested sections into dicts.
+    base = {f.name: getattr(config.loss, f.name) for f in dataclasses.fields(config.loss)}
+    chance = config.stochastic
+    return stochastic_loss_fn, StochasticLossConfig(
+        **base,
+        afterstate_value_coef=chance.afterstate_value_coef,
+        chance_coef=chance.chance_coef,
+        commitment_coef=chance.commitment_coef,
     )
 
 

@@ -93,6 +93,51 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "replay.capacity": 50_000,
         "replay.min_fill": 1_000,
     },
+    # Chance games (docs/stochastic.md): Stochastic MuZero, which plans over learned chance outcomes;
+    # stochastic.num_chance_outcomes keeps its 32 codes (2048's new tile: 2 or 4 on one of 16 cells).
+    "2048": {
+        "agent": "stochastic_muzero",
+        # An MLP over the flattened 4x4 board, as for MinAtar: XLA's small convolutions are slow on a CPU.
+        "network.kind": "mlp",
+        "network.mlp_hidden_sizes": (256, 256),
+        "network.mlp_hidden_state_size": 128,
+        # Rewards are the merged tiles (up to thousands per step): categories -100..100 after the squashing
+        # cover values up to ~10,000. Symmetric although returns are never negative, so that an untrained
+        # head (near-uniform logits) predicts ~0 instead of the support's middle (0..100: ~2,500), which
+        # the first value targets would bootstrap from.
+        "network.support.min_value": -100,
+        "network.support.max_value": 100,
+        # PUCT only (chance nodes); a simulation costs two network steps (a move and a chance outcome).
+        "planner.num_simulations": 25,
+        "env.num_envs": 32,
+        "train.batch_size": 128,
+        "replay.capacity": 200_000,
+        "replay.min_fill": 2_000,
+        "train.test_every_updates": 1_000,
+        "train.test_episodes": 8,  # a game lasts hundreds of moves
+    },
+    "backgammon": {
+        "agent": "stochastic_muzero",
+        "network.kind": "mlp",  # pgx's observation is a vector of 34
+        # Outcomes: +-1 a single game, +-2 a gammon, +-3 a backgammon.
+        "network.support.min_value": -3,
+        "network.support.max_value": 3,
+        "network.support.transform": "identity",
+        "network.normalization": "layer",
+        "loss.value_coef": 1.0,
+        "planner.num_simulations": 32,
+        "planner.discount": 1.0,
+        "targets.discount": 1.0,
+        # A Monte-Carlo return. Turns do not strictly alternate (a player may move again), which the
+        # two-player sign of the targets and the search assumes: biased, as for MuZero (docs/stochastic.md).
+        "targets.td_steps": 500,
+        "env.num_envs": 32,
+        "train.batch_size": 128,
+        "replay.capacity": 200_000,
+        "replay.min_fill": 2_000,
+        "replay.sampling": "uniform",
+        "train.test_every_updates": 500,
+    },
 }
 # MinAtar: what every game shares (docs/experiments/2026-11-24-presets.md).
 _MINATAR_PRESET = {

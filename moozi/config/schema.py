@@ -118,6 +118,22 @@ class BackendConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class StochasticConfig:
+    """agent=stochastic_muzero's chance model (docs/stochastic.md): the codebook and the loss's chance terms."""
+
+    # C: chance codes the encoder assigns to transitions and sigma predicts. 32 covers 2048's new tile
+    # (2 or 4 on one of 16 cells) and backgammon's 21 rolls; LightZero's 2048 uses 32.
+    num_chance_outcomes: int = 32
+    afterstate_value_coef: float = 0.25  # c_Q: Q(s, a) = v(as) on the value head's target (loss.value_coef's default)
+    chance_coef: float = 1.0  # c_sigma: sigma's cross-entropy against the encoder's code (the paper's 1)
+    commitment_coef: float = 0.25  # beta: the encoder's commitment cost (VQ-VAE's 0.25)
+
+
+STOCHASTIC_AGENT = "stochastic_muzero"
+SEARCH_AGENTS = ("muzero", "alphazero", STOCHASTIC_AGENT)  # plan with a model; a target network; replay
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """Everything that defines a run. Saved resolved as RUN/config.json."""
 
@@ -126,8 +142,9 @@ class Config:
     # pgx twin of an OpenSpiel board game, see moozi/envs/twins.py); trains h and f only (K = 0).
     # ppo, impala: model-free actor-critics (moozi/actor_critic) for one-player games, set by their own
     # sections (`ppo.*`, `impala.*`); the planner, targets, replay, loss and optimizer sections are
-    # MuZero's and do not apply to them.
-    agent: Literal["muzero", "alphazero", "ppo", "impala"] = "muzero"
+    # MuZero's and do not apply to them. stochastic_muzero: Stochastic MuZero (docs/stochastic.md), a
+    # learned model with chance outcomes, set by MuZero's sections plus `stochastic.*`; PUCT search only.
+    agent: Literal["muzero", "alphazero", "stochastic_muzero", "ppo", "impala"] = "muzero"
     seed: int = 0  # one seed drives every RNG of the run
     env: EnvConfig = EnvConfig()
     network: NetworkConfig = NetworkConfig()
@@ -140,6 +157,7 @@ class Config:
     backend: BackendConfig = BackendConfig()
     ppo: PPOConfig = PPOConfig()
     impala: IMPALAConfig = IMPALAConfig()
+    stochastic: StochasticConfig = StochasticConfig()  # agent=stochastic_muzero only
 
 
 def validate(config: Config) -> None:
@@ -158,18 +176,20 @@ def validate(config: Config) -> None:
         "targets.history_length": config.targets.history_length,
         "targets.td_steps": config.targets.td_steps,
     }
-    if config.agent == "muzero":
+    if config.agent in ("muzero", STOCHASTIC_AGENT):
         positive["targets.num_unroll_steps"] = config.targets.num_unroll_steps
     elif config.agent == "alphazero" and config.targets.num_unroll_steps != 0:
         raise ConfigError("targets.num_unroll_steps must be 0 with agent=alphazero (its model is the game, not learned)")
     for key, value in positive.items():
         if value < 1:
             raise ConfigError(f"bad value {value!r} for {key}: expected a positive integer")
-    if config.train.agent_network == "target" and config.agent not in ("muzero", "alphazero"):
+    if config.train.agent_network == "target" and config.agent not in SEARCH_AGENTS:
         raise ConfigError(
-            f"train.agent_network='target' needs agent=muzero or agent=alphazero (a target network); "
-            f"agent={config.agent!r} plays its online parameters"
+            f"train.agent_network='target' needs agent=muzero, agent=alphazero or agent=stochastic_muzero (a "
+            f"target network); agent={config.agent!r} plays its online parameters"
         )
+    if config.agent == STOCHASTIC_AGENT:
+        _validate_stochastic(config)
     if config.env.num_processes > config.env.num_envs:
         raise ConfigError(
             f"env.num_processes={config.env.num_processes} exceeds env.num_envs={config.env.num_envs}: "
@@ -218,6 +238,25 @@ def validate(config: Config) -> None:
             f"targets.bootstrap_from={gathered!r} and loss.bootstrap_from={config.loss.bootstrap_from!r} differ: "
             "set both to 'search' or both to 'target_network'"
         )
+
+
+def _validate_stochastic(config: Config) -> None:
+    """agent=stochastic_muzero's checks: its search, its codebook and its loss weights."""
+    policy = config.planner.search_policy.value  # PlannerConfig holds a SearchPolicy
+    if policy != "muzero":
+        raise ConfigError(
+            f"planner.search_policy={policy!r} is not allowed with agent=stochastic_muzero; allowed: 'muzero' "
+            "(PUCT: mctx has no Gumbel policy with chance nodes)"
+        )
+    if config.stochastic.num_chance_outcomes < 2:
+        raise ConfigError(
+            f"bad value {config.stochastic.num_chance_outcomes!r} for stochastic.num_chance_outcomes: expected an "
+            "integer >= 2 (one code cannot tell outcomes apart)"
+        )
+    for key in ("afterstate_value_coef", "chance_coef", "commitment_coef"):
+        value = getattr(config.stochastic, key)
+        if value < 0:
+            raise ConfigError(f"bad value {value!r} for stochastic.{key}: expected a number >= 0")
 
 
 def resolve_rollout_workers(config: Config, cpus: float) -> Config:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from moozi.core.planner import PlannerConfig, RootChildren, SearchStats, make_muzero_model, make_planner, search_discount
+from moozi.core.planner import (PlannerConfig, PlannerOutput, RootChildren, SearchStats, make_muzero_model,
+                                 make_planner, search_discount)
 from moozi.envs.base import EnvSpec, StepOutput
 from moozi.core.history import HistoryState, history_input, push_history
 from moozi.core.types import Array
@@ -32,12 +33,16 @@ class ActingOutput(NamedTuple):
     root: RootChildren  # [B, A] each: prior, visit share and Q of the root's children
 
 
+# planner(params, rng, stacked_obs [B, ...], legal_actions [B, A]) -> PlannerOutput [B]
+Planner = Callable[[Any, Array, Array, Array], PlannerOutput]
+
 # act(params, history_state, step_output [B], last_action [B], env_state [B] | None, rng)
 #   -> (history_state, ActingOutput [B])
 ActFn = Callable[[Any, HistoryState, StepOutput, Array, Any, Array], tuple[HistoryState, ActingOutput]]
 
 
-def make_muzero_act(network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int) -> ActFn:
+def make_muzero_act(network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int,
+                    planner: Planner | None = None) -> ActFn:
     """MuZero's pure, unjitted `act`: the search runs over the learned model, so `env_state` is unused.
 
     Callers that put acting inside a bigger compiled program (the Anakin
@@ -49,9 +54,13 @@ def make_muzero_act(network, planner_config: PlannerConfig, spec: EnvSpec, histo
     legal mask is `step_output.legal_actions`, so on an is_last step, where only
     the dummy is legal, the search acts 0 with p* = one-hot(0). Start a batch
     with `moozi.core.history.init_history(B, history_length, spec.obs_shape)`.
+
+    `planner(params, rng, stacked_obs, legal_actions) -> PlannerOutput` replaces MuZero's search over
+    `network` (Stochastic MuZero's, `moozi.core.stochastic_planner.make_stochastic_planner`, returns
+    the same fields); None: `make_planner` over `make_muzero_model(network)`.
     """
-    model = make_muzero_model(network, search_discount(planner_config, spec))
-    planner = make_planner(planner_config, model)
+    if planner is None:
+        planner = make_planner(planner_config, make_muzero_model(network, search_discount(planner_config, spec)))
     num_actions = spec.num_actions
 
     def act(params, history_state: HistoryState, step_output: StepOutput, last_action, env_state, rng):

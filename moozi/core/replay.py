@@ -68,6 +68,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from moozi.core.stochastic_loss import StochasticTrainingTarget, gather_future_stacked_obs
 from moozi.core.sum_tree import SumTree
 from moozi.core.targets import (
     StepStorage,
@@ -167,10 +168,19 @@ class ReplayBuffer:
     """A stateful shell around numpy storage, a sum tree and the jitted target assembly."""
 
     def __init__(self, config: ReplayConfig, target_config: TargetConfig, spec: EnvSpec, seed: int,
-                 augment: Augment | None = None):
+                 augment: Augment | None = None, future_observations: bool = False):
         """`augment(batch, key) -> batch` is applied to every sampled batch (board symmetries);
-        `key` is a jax PRNG key drawn from the buffer's own RNG, so checkpoints replay it."""
+        `key` is a jax PRNG key drawn from the buffer's own RNG, so checkpoints replay it.
+
+        `future_observations`: each batch is a `StochasticTrainingTarget`, the targets plus the history
+        inputs at t+1 .. t+K that Stochastic MuZero's chance encoder reads
+        (`moozi.core.stochastic_loss.gather_future_stacked_obs`, B·(L+K-1) frames read on the host).
+        No augment transforms those yet, so the two cannot be combined."""
+        if future_observations and augment is not None:
+            raise MooziError("a symmetry augment does not transform the future observations of a Stochastic "
+                             "MuZero batch: set replay.symmetry_augmentation=false")
         self.config = config
+        self._future_observations = future_observations
         self.target_config = target_config
         self.spec = spec
         self._augment = augment
@@ -401,8 +411,9 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, batch_size: int) -> tuple[TrainingTarget, np.ndarray]:
-        """Draws `batch_size` steps (with replacement) -> (targets with importance weights, positions [B])."""
+    def sample(self, batch_size: int) -> tuple[TrainingTarget | StochasticTrainingTarget, np.ndarray]:
+        """Draws `batch_size` steps (with replacement) -> (targets with importance weights, positions [B]);
+        with `future_observations` the targets come wrapped in a `StochasticTrainingTarget`."""
         if len(self) == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         C = self.config.capacity
@@ -428,6 +439,10 @@ class ReplayBuffer:
         if self._augment is not None:
             key = jax.random.PRNGKey(int(self._rng.integers(np.iinfo(np.int32).max)))
             targets = self._augment(targets, key)
+        if self._future_observations:
+            future = gather_future_stacked_obs(self._storage, slots, config=self.target_config,
+                                               num_actions=self.spec.num_actions, obs_levels=self.spec.stored_obs_levels)
+            targets = StochasticTrainingTarget(targets, future)
         return targets, positions
 
     # ------------------------------------------------------------------ reanalyze

@@ -152,16 +152,20 @@ def agent_variables(state: TrainState, network: str = "online") -> dict:
 
 
 def make_train_step(
-    network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig
+    network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig, loss: Callable = loss_fn,
 ) -> Callable[[TrainState, TrainingTarget, Array], tuple[TrainState, dict, Array]]:
     """The jitted update: (state, batch, rng, progress) -> (state, metrics, new_priorities [B]).
+
+    `loss` is differentiated with respect to its first argument: loss.py's `loss_fn`, or one with its
+    signature and `LossAux` (Stochastic MuZero's `stochastic_loss_fn`, whose batch is a
+    `StochasticTrainingTarget` and whose `loss_config` a `StochasticLossConfig`).
 
     rng is accepted for a stable signature (nothing in the update is random yet). progress (0 to 1,
     default 0) is the share of the run's planned length done, read only by decay_over="run".
     """
     optimizer = make_optimizer(optimizer_config)
     schedule = make_schedule(optimizer_config)
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    grad_fn = jax.value_and_grad(loss, has_aux=True)
 
     def train_step(state: TrainState, batch: TrainingTarget, rng, progress=0.0):
         del rng

@@ -46,6 +46,9 @@ PRESET_GAMES: MappingProxyType = MappingProxyType(
         "seaquest": "minatar:seaquest",
         "space_invaders": "minatar:space_invaders",
         "cartpole": "gym:CartPole-v1",
+        # Chance games, for agent=stochastic_muzero (docs/stochastic.md).
+        "2048": "pgx:2048",
+        "backgammon": "pgx:backgammon",
     }
 )
 

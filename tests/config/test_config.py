@@ -68,7 +68,8 @@ def test_bootstrap_source_must_match_between_replay_and_learner():
 def test_agent_network_is_checked_against_its_values_and_the_agent():
     with pytest.raises(ConfigError, match=r"train\.agent_network.*'online', 'target'"):
         build_config("seaquest", overrides={"train.agent_network": "averaged"})
-    with pytest.raises(ConfigError, match=r"train\.agent_network='target' needs agent=muzero or agent=alphazero"):
+    with pytest.raises(ConfigError, match=r"train\.agent_network='target' needs agent=muzero, agent=alphazero or "
+                       r"agent=stochastic_muzero"):
         build_config("seaquest", overrides={"agent": "ppo", "train.agent_network": "target"})
     with pytest.raises(MooziError, match=r"optimizer\.target_ema_decay must be in \[0, 1\), got 1\.5"):
         build_config("seaquest", overrides={"optimizer.target_ema_decay": "1.5"})

@@ -439,3 +439,45 @@ def test_sampling_speed_at_a_million_steps(capsys):
                   f"(filling 1e6 steps took {add_s:.1f} s)")
         print(f"rank full re-sort at 1e6 steps: {resort_ms:.0f} ms")
     assert tree_us > 0
+
+
+# ---------------------------------------------------------------- Stochastic MuZero's future observations
+
+
+def test_future_observations_are_the_histories_at_the_next_k_steps():
+    """With `future_observations` each batch is a StochasticTrainingTarget whose future_stacked_obs[:, k]
+    is exactly the history input at t+k+1 (`history_windows` of the episode, extended past its end with
+    zero frames and dummy actions); index 0 is the target's next_stacked_obs."""
+    from moozi.core.reanalyze import history_windows
+    from moozi.core.stochastic_loss import StochasticTrainingTarget
+
+    L, K, A = TARGETS.history_length, TARGETS.num_unroll_steps, SPEC.num_actions
+    buffer = _buffer(capacity=64, future_observations=True)
+    episodes = [_trajectory(5, seed=1), _trajectory(7, seed=2)]
+    for episode in episodes:
+        buffer.add(episode)
+    batch, positions = buffer.sample(64)
+    assert isinstance(batch, StochasticTrainingTarget)
+    channels = L * (SPEC.obs_shape[-1] + A)
+    assert batch.future_stacked_obs.shape == (64, K, *SPEC.obs_shape[:2], channels)
+    np.testing.assert_array_equal(batch.future_stacked_obs[:, 0], batch.target.next_stacked_obs)
+    expected_by_episode = []
+    for episode in episodes:
+        T = len(episode.action)
+        obs = np.concatenate([episode.obs, np.zeros((K, *SPEC.obs_shape), np.float32)])
+        actions = np.concatenate([episode.action, np.zeros(K, np.int32)])  # the dummy action past the end
+        windows = np.asarray(history_windows(obs, actions, L, A))  # [T + K]: step s's history input
+        expected_by_episode.append((T, windows))
+    seen_past_end = False
+    for row, position in enumerate(positions):
+        (T0, first), (_, second) = expected_by_episode
+        t, windows = (position, first) if position < T0 else (position - T0, second)
+        np.testing.assert_array_equal(batch.future_stacked_obs[row], windows[t + 1 : t + K + 1])
+        np.testing.assert_array_equal(batch.target.stacked_obs[row], windows[t])
+        seen_past_end |= t + K >= (T0 if position < T0 else 7)
+    assert seen_past_end  # some rows read past their episode's end (zero frames there)
+
+
+def test_future_observations_refuse_a_symmetry_augment():
+    with pytest.raises(MooziError, match="replay.symmetry_augmentation=false"):
+        _buffer(future_observations=True, augment=lambda batch, key: batch)

@@ -24,6 +24,8 @@ EXPECTED_PRESETS = {
     "seaquest": "minatar:seaquest",
     "space_invaders": "minatar:space_invaders",
     "cartpole": "gym:CartPole-v1",
+    "2048": "pgx:2048",
+    "backgammon": "pgx:backgammon",
 }
 
 
@@ -50,9 +52,16 @@ def test_every_preset_builds_once_its_bridge_exists(preset):
     module = registry._LIBRARIES[EXPECTED_PRESETS[preset].split(":")[0]].module
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{module} is not written yet")
-    env = make_env(preset, seed=0)
+    if is_jax_native(preset):  # pgx's chance games (2048, backgammon): pure init(key), no seed option
+        import jax
+
+        env = make_env(preset)
+        _, first = env.init(jax.random.PRNGKey(0))
+    else:
+        env = make_env(preset, seed=0)
+        first = env.reset(seed=0)
     assert env.spec.name == resolve_game_name(preset)
-    assert bool(env.reset(seed=0).is_first)
+    assert bool(first.is_first)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from moozi.config import Config
 from moozi.core.train_step import TrainState, agent_variables, init_train_state, make_train_step
 from moozi.core.types import TrainingTarget
 from moozi.errors import MooziError
-from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
+from moozi.builders import build_network, env_spec, example_stacked_obs, make_loss, seed_key
 
 
 class NonFiniteError(MooziError):
@@ -41,7 +41,8 @@ class ParameterOptimizer:
         self.state: TrainState = init_train_state(
             network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec)
         )
-        self._train_step = make_train_step(network, config.loss, config.optimizer)
+        loss, loss_config = make_loss(config)  # MuZero's loss, or Stochastic MuZero's with its chance terms
+        self._train_step = make_train_step(network, loss_config, config.optimizer, loss=loss)
         self._params_finite = jax.jit(_all_finite)
         self._rng = seed_key(config.seed, 2)
 

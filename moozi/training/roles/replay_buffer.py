@@ -11,15 +11,17 @@ import numpy as np
 
 from moozi.config import Config
 from moozi.core.replay import ReplayBuffer
-from moozi.builders import env_spec, symmetry_augment
+from moozi.builders import env_spec, learns_chance_outcomes, symmetry_augment
 
 
 class ReplayRole:
     def __init__(self, config: Config):
         self.config = config
         spec = env_spec(config)
+        # Stochastic MuZero's batches also carry the history inputs at t+1 .. t+K (its chance encoder's).
         self.buffer = ReplayBuffer(config.replay, config.targets, spec, seed=config.seed,
-                                   augment=symmetry_augment(config, spec))
+                                   augment=symmetry_augment(config, spec),
+                                   future_observations=learns_chance_outcomes(config))
         self.added_steps = 0
         self.added_trajectories = 0
 
