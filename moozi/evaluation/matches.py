@@ -25,6 +25,7 @@ from moozi.envs.openspiel import load_two_player_game
 from moozi.envs.registry import make_played_env
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import Z_95, bootstrap_mean_interval, wilson_interval
+from moozi.evaluation.tiles import GAMES_WITH_TILES, largest_tile, tile_shares
 
 __all__ = [
     "OPPONENT_FORMS",
@@ -168,10 +169,12 @@ class ReturnResult:
     cut_episodes: int = 0  # episodes stopped by the cap, counted with their return so far
     protocol: str = ""  # the library's evaluation protocol the env follows (sticky actions, ...)
     simulations: int | None = None  # the agent's search simulations per move (None: no search)
+    largest_tiles: tuple[int, ...] | None = None  # 2048: each game's largest tile (moozi/evaluation/tiles.py)
 
     @classmethod
     def from_returns(cls, *, game: str, seed: int, returns: list[float], max_steps: int | None = None,
-                     cut_episodes: int = 0, protocol: str = "") -> "ReturnResult":
+                     cut_episodes: int = 0, protocol: str = "",
+                     largest_tiles: list[int] | None = None) -> "ReturnResult":
         values = [float(r) for r in returns]
         return cls(
             game=game,
@@ -185,15 +188,22 @@ class ReturnResult:
             max_steps=max_steps,
             cut_episodes=cut_episodes,
             protocol=protocol,
+            largest_tiles=None if largest_tiles is None else tuple(int(t) for t in largest_tiles),
         )
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
+        data = dataclasses.asdict(self)
+        if self.largest_tiles is not None:
+            data["tile_shares"] = {str(tile): share for tile, share in tile_shares(list(self.largest_tiles)).items()}
+        return json.dumps(data, indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> "ReturnResult":
         data = json.loads(text)
+        data.pop("tile_shares", None)  # derived from largest_tiles
         data["returns"] = tuple(data["returns"])
+        if data.get("largest_tiles") is not None:
+            data["largest_tiles"] = tuple(data["largest_tiles"])
         for key in ("mean_return_ci", "mean_return_bootstrap_ci"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
@@ -220,6 +230,9 @@ class ReturnResult:
             lines.append(f"protocol: {self.protocol}")
         if self.simulations is not None:
             lines.append(f"{self.simulations} simulations per move")
+        if self.largest_tiles is not None:
+            shares = ", ".join(f"{tile} {share:.0%}" for tile, share in tile_shares(list(self.largest_tiles)).items())
+            lines.append(f"largest tile reached: at least {shares} of the games (best {max(self.largest_tiles)})")
         return "\n".join(lines)
 
 
@@ -380,17 +393,20 @@ def _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, prog
     if max_steps is not None and run_episode is None:
         raise MooziError("this agent cannot cap its episodes (it has no run_episode)")
     returns, cut = [], 0
+    tiles: list[int] | None = [] if canonical in GAMES_WITH_TILES and run_episode is not None else None
     for i in range(num_games):
         if run_episode is not None:
             outcome = run_episode(env, seed + i, max_steps)
             returns.append(float(outcome.episode_return))
             cut += bool(outcome.cut)
+            if tiles is not None:
+                tiles.append(largest_tile(outcome.last_obs))
         else:
             returns.append(float(agent.play_episode(env, seed + i)))
         if progress is not None:
             progress(i + 1, num_games, returns, cut)
     return ReturnResult.from_returns(game=canonical, seed=seed, returns=returns, max_steps=max_steps,
-                                     cut_episodes=cut, protocol=evaluation_protocol(canonical))
+                                     cut_episodes=cut, protocol=evaluation_protocol(canonical), largest_tiles=tiles)
 
 
 def print_episode_progress(done: int, total: int, returns: list[float], cut: int) -> None:

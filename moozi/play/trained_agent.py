@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -104,9 +104,9 @@ class Agent:
         while True:
             total += float(step.reward)
             if step.is_last:
-                return EpisodeOutcome(total, steps, cut=False)
+                return EpisodeOutcome(total, steps, cut=False, last_obs=step.obs)
             if max_steps is not None and steps >= max_steps:
-                return EpisodeOutcome(total, steps, cut=True)
+                return EpisodeOutcome(total, steps, cut=True, last_obs=step.obs)
             history, action, _ = self.act(history, step, last_action)
             step = env.step(action, False)
             last_action = action
@@ -153,6 +153,7 @@ class EpisodeOutcome(NamedTuple):
     episode_return: float  # the sum of its rewards (so far, if cut)
     steps: int  # actions taken
     cut: bool  # stopped by the step cap before the episode ended
+    last_obs: Any = None  # the observation it ended on (2048: the board whose largest tile it reached)
 
 
 def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None,

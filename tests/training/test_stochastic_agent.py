@@ -275,3 +275,14 @@ def test_a_tiny_2048_run_checkpoints_resumes_and_loads(tmp_path):
     outcome = agent.run_episode(seed=0, max_steps=10)
     assert outcome.steps == 10 and outcome.cut and outcome.episode_return >= 0
     assert agent.last_search.action_probs.shape == (5,)
+
+    # `moozi eval`'s one-player path reports each game's largest tile (2048 only).
+    from moozi.evaluation.matches import evaluate
+    from moozi.evaluation.tiles import largest_tile
+
+    result = evaluate(agent, "2048", "random", num_games=2, seed=0, max_steps=20)
+    assert result.game == "pgx:2048" and result.cut_episodes == 2
+    assert len(result.largest_tiles) == 2 and all(t in (4, 8, 16, 32, 64) for t in result.largest_tiles)
+    assert agent.run_episode(seed=0, max_steps=20).last_obs.shape == (4, 4, 31)
+    assert largest_tile(agent.run_episode(seed=1, max_steps=20).last_obs) == result.largest_tiles[1]
+    assert "largest tile reached: at least 256 0%" in result.format_table()
