@@ -82,6 +82,7 @@ class _Poller(threading.Thread):
 
 
 ITERATIONS = 6  # the buffer is ready after iteration 1; 2-5 make 8 updates: two log lines and one test
+STORE_OBJECTS_SETTLED = 2  # objects the store may keep between iterations (measured: 0-2 after a settle)
 
 
 def _object_store_sample():
@@ -91,6 +92,19 @@ def _object_store_sample():
     held = len(ray._private.worker.global_worker.core_worker.get_all_reference_counts())
     stats = get_memory_info_reply(get_state_from_address()).store_stats
     return held, stats.num_local_objects, stats.object_store_bytes_used
+
+
+def _settled_object_store_sample(limit: int = STORE_OBJECTS_SETTLED, timeout: float = 2.0):
+    """`_object_store_sample()` once the store has released what the driver dropped: Ray deletes
+    objects asynchronously, in batches, so right after an iteration the store may still count objects
+    nobody references. Polls until at most `limit` objects are left or `timeout` seconds have passed:
+    a leak keeps the count above `limit`, and the sample then shows it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sample = _object_store_sample()
+        if sample[1] <= limit or time.monotonic() >= deadline:
+            return sample
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +117,7 @@ def ray_run(tmp_path_factory):
     should_stop = Driver._should_stop
 
     def sampling_should_stop(self, started):
-        held, objects, used = _object_store_sample()
+        held, objects, used = _settled_object_store_sample()
         # A test plays beside the next iteration: the driver then also holds its two futures.
         pending = self._pending_test
         in_flight = 0 if pending is None else sum(ref is not None for ref in (pending.call.metrics, pending.call.state))
@@ -197,14 +211,15 @@ def test_ray_listens_on_loopback_only(ray_run):
 def test_ray_object_store_stays_bounded(ray_run):
     # Every iteration puts the parameters and gets rollouts, batches and updates through the
     # store; what the driver holds (beside a test in flight) and what the store keeps must not grow
-    # with the iterations.
-    # (Measured: the driver holds 5 references at every iteration from the 3rd on, the store 1-3
-    # objects of 18.5 kB, released a little after the driver drops them.)
+    # with the iterations. (Measured: between iterations the driver holds no reference, the
+    # training loop's futures go with its iteration; a moment after an iteration the store keeps
+    # 0-2 objects of 18.5 kB. Sampled at once, Ray's batched deletion showed up to 8 over 24
+    # iterations, falling back to 1.)
     store = ray_run["store"]
     assert sorted(store) == list(range(ITERATIONS + 1)), store
     held, objects, _ = zip(*(store[i] for i in range(3, ITERATIONS + 1)))  # updates run from the 3rd on
     assert max(held) - min(held) <= 1, store  # a leak of one reference per iteration would add 3
-    assert max(objects) <= max(held), store  # the store keeps no more than the driver references
+    assert max(objects) <= STORE_OBJECTS_SETTLED, store  # a leak of one object per iteration would add 3
 
 
 @pytest.mark.slow
