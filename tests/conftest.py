@@ -1,18 +1,19 @@
 """Test-session setup: a persistent JAX compilation cache shared by every test."""
 
 import os
-import pathlib
+
+from tests.helpers.compile_cache import compilation_cache_dir
 
 
 def pytest_configure(config):
-    # Many tests build the same jitted programs (acting, train step) again in new
-    # drivers and workers; JAX's persistent compilation cache lets every one
-    # after the first load the compiled program instead of recompiling it.
+    # Many tests build the same jitted programs (acting, train step) again in new drivers and
+    # workers; JAX's persistent compilation cache lets every one after the first load the compiled
+    # program instead of recompiling it. A program compiled on another CPU is not reused: XLA checks
+    # a cached CPU program's machine features when it loads one, and compiles anew on a mismatch.
     import jax
 
-    cache_dir = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
     settings = {
-        "jax_compilation_cache_dir": str(cache_dir),
+        "jax_compilation_cache_dir": compilation_cache_dir(),
         "jax_persistent_cache_min_compile_time_secs": 0.5,
         "jax_persistent_cache_min_entry_size_bytes": 0,
     }
@@ -21,3 +22,19 @@ def pytest_configure(config):
         # Also for the processes the tests start (Ray's role actors, `moozi` subprocesses), which
         # read JAX's settings from the environment: each would otherwise compile its programs anew.
         os.environ.setdefault(name.upper(), str(value))
+
+
+def _start_order(item) -> int:
+    # The longest tests start first, so that no worker is left with one of them while the others
+    # idle at the end: the learning regressions (minutes of training each), then the Ray tests,
+    # which run one after another on one worker (xdist_group "ray") and mostly wait on processes.
+    if item.path.name == "test_learning.py" and item.get_closest_marker("slow"):
+        return 0
+    group = item.get_closest_marker("xdist_group")
+    if group is not None and group.args and group.args[0] == "ray":
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=_start_order)  # stable: the order within each class stays as collected

@@ -115,6 +115,7 @@ def test_anakin_worker_yields_exact_tic_tac_toe_games():
     assert result.metrics["act_seconds"] > 0 and result.metrics["search_max_depth"] >= 1
 
 
+@pytest.mark.slow
 def test_anakin_worker_resumes_the_same_stream():
     params = _params(BREAKOUT)
     a = AnakinRolloutWorker(BREAKOUT, 0)

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.compile_cache import compilation_cache_dir
 from tests.helpers.reliability_child import digest_arrays, digest_tree
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, run_driver, tiny_config
 
@@ -157,7 +158,7 @@ class _Child:
 
     def __init__(self, moment, n, args, log_path):
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu",
-                   MOOZI_JAX_CACHE=str(REPO_ROOT / ".jax_cache"))
+                   MOOZI_JAX_CACHE=compilation_cache_dir())
         self.stderr = open(log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), moment, str(n), *args],

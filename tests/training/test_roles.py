@@ -112,6 +112,7 @@ def test_testing_worker_reports_rates_summing_to_one(config, learner):
     assert metrics == tester.run(learner.get_params(), episodes=6, seed=3)  # deterministic given the seed
 
 
+@pytest.mark.slow
 def test_a_test_stops_after_test_max_steps_and_counts_the_cut_episodes():
     # CartPole cannot fail in 3 steps (the pole needs ~8 to pass 12 degrees), so every episode is cut:
     # the return so far is the rewards of steps 1 and 2 (the reset step has none).
@@ -148,6 +149,7 @@ def test_reanalyze_worker_replaces_only_search_statistics(config, learner):
     worker.close()
 
 
+@pytest.mark.slow
 def test_a_cancelled_test_ends_at_its_next_step(tmp_path):
     # Freeway's episodes last 2,500 steps: a test cancelled from another thread (a run closing while
     # its test plays beside the loop) ends within a few steps instead of playing them all.

@@ -178,6 +178,7 @@ def test_the_replay_role_hands_out_future_stacked_observations(replay_batch):
     assert indices.shape == (16,)
 
 
+@pytest.mark.slow
 def test_the_network_is_stochastic_and_the_act_plays_legal_moves():
     spec = env_spec(CONFIG)
     network = build_network(CONFIG, spec)
@@ -198,6 +199,7 @@ def test_the_network_is_stochastic_and_the_act_plays_legal_moves():
     assert np.all(records.stats.max_depth >= 1) and np.all(records.stats.max_depth <= 4)
 
 
+@pytest.mark.slow
 def test_a_train_step_with_the_stochastic_loss_lowers_it_on_a_fixed_batch(replay_batch):
     batch, _ = replay_batch
     spec = env_spec(CONFIG)
@@ -220,6 +222,7 @@ def test_a_train_step_with_the_stochastic_loss_lowers_it_on_a_fixed_batch(replay
     assert int(state.step) == 30
 
 
+@pytest.mark.slow
 def test_the_parameter_optimizer_trains_with_the_kinds_loss(replay_batch):
     optimizer = ParameterOptimizer(CONFIG)
     result = optimizer.update([replay_batch, replay_batch])
@@ -229,6 +232,7 @@ def test_the_parameter_optimizer_trains_with_the_kinds_loss(replay_batch):
     assert result.metrics["chance_loss"] > 0
 
 
+@pytest.mark.slow
 def test_the_reanalyze_worker_re_searches_with_the_stochastic_planner(replay_role):
     from moozi.training.roles.reanalyze_worker import ReanalyzeRolloutWorker
 
