@@ -97,6 +97,7 @@ def test_one_update_in_bfloat16_has_float32_losses_close_to_float32s():
     assert _dtypes(states[1].params) == _dtypes(states[1].opt_state) - {jnp.dtype(jnp.int32)} == {jnp.dtype(jnp.float32)}
 
 
+@pytest.mark.slow
 def test_a_few_bfloat16_updates_stay_finite_and_learn():
     states, metrics = _updates(_bf16(MLP))
     assert all(np.isfinite(m[term]) for m in metrics for term in LOSS_TERMS)

@@ -47,7 +47,9 @@ def test_make_env_builds_openspiel_games_with_options():
         np.testing.assert_array_equal(out_a.obs, out_b.obs)
 
 
-@pytest.mark.parametrize("preset", sorted(EXPECTED_PRESETS))
+# backgammon builds the largest network of them (15 s on 2 vCPUs): with the slow tests.
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p == "backgammon" else p
+                                    for p in sorted(EXPECTED_PRESETS)])
 def test_every_preset_builds_once_its_bridge_exists(preset):
     module = registry._LIBRARIES[EXPECTED_PRESETS[preset].split(":")[0]].module
     if importlib.util.find_spec(module) is None:

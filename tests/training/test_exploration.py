@@ -34,6 +34,7 @@ def _first_moves(epsilon):
     return [int(t.action[0]) for t in result.trajectories], result.trajectories
 
 
+@pytest.mark.slow
 def test_epsilon_one_plays_uniformly_random_legal_moves_and_keeps_the_search_policy_target():
     greedy, _ = _first_moves(0.0)
     random_moves, trajectories = _first_moves(1.0)
