@@ -38,6 +38,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from moozi.cli import enable_compilation_cache  # noqa: E402
 from moozi.config import Config, build_config  # noqa: E402
 
 GAMES = ("tic_tac_toe", "connect_four", "breakout", "cartpole")
@@ -258,15 +259,6 @@ def _rounded(value):
     return value
 
 
-def _enable_compilation_cache() -> None:
-    """The CLI's persistent XLA cache (MOOZI_JAX_CACHE; "" turns it off): the acting program
-    compiled by the rollout worker is found again for its cost analysis instead of recompiled."""
-    cache_dir = os.environ.get("MOOZI_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax"))
-    if cache_dir:
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and updates, a 1-minute whole run")
@@ -274,7 +266,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--whole-run-minutes", type=float, default=None, help="tic-tac-toe Driver run (2; quick 1)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds, the best counts (3; quick 2)")
     args = parser.parse_args(argv)
-    _enable_compilation_cache()
+    # The CLI's cache: the acting program compiled by the rollout worker is found again for its
+    # cost analysis instead of recompiled.
+    enable_compilation_cache()
     games = [g for g in args.games.split(",") if g]
     rounds = args.rounds or (2 if args.quick else 3)
     steps = 8 if args.quick else 32  # batch steps per timed self-play round

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -333,15 +334,16 @@ def _cmd_games(args) -> int:
     return 0
 
 
-def _enable_compilation_cache() -> None:
+DEFAULT_COMPILATION_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax")
+
+
+def enable_compilation_cache() -> None:
     """Keeps compiled XLA programs between runs (a warm start skips most of the ~1 min of compiling).
 
-    Set here, in the command-line entry point, never on import: library users
+    Set here, in the command-line entry point (and the benchmarks), never on import: library users
     choose their own JAX settings. MOOZI_JAX_CACHE="" turns it off.
     """
-    import os
-
-    cache_dir = os.environ.get("MOOZI_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax"))
+    cache_dir = os.environ.get("MOOZI_JAX_CACHE", DEFAULT_COMPILATION_CACHE)
     if not cache_dir:
         return
     import jax
@@ -353,7 +355,7 @@ def _enable_compilation_cache() -> None:
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command in ("train", "eval", "play", "gtp"):
-        _enable_compilation_cache()
+        enable_compilation_cache()
     handler = {"train": _cmd_train, "eval": _cmd_eval, "play": _cmd_play, "report": _cmd_report, "games": _cmd_games,
                "gtp": _cmd_gtp}
     try:

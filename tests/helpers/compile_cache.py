@@ -2,10 +2,12 @@
 
 import os
 
+from moozi.cli import DEFAULT_COMPILATION_CACHE
+
 # Read once, when the test session starts (conftest imports this first): some tests then set
 # MOOZI_JAX_CACHE="" so that the `moozi` commands they call in-process leave JAX's settings alone.
 _DIRECTORY = (os.environ.get("MOOZI_TEST_JAX_CACHE") or os.environ.get("MOOZI_JAX_CACHE")
-              or os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax"))
+              or DEFAULT_COMPILATION_CACHE)
 
 
 def compilation_cache_dir() -> str:
