@@ -97,19 +97,32 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> Ac
     the Anakin segment, reanalyze, `load_agent` and the position evaluation all
     build their acting here, each with its own planner config.
     """
-    network = build_network(config, spec)
-    if config.agent == "alphazero":
-        env = make_env(config.game, **env_options(config))
-        return make_alphazero_act(env, network, planner_config, spec)
+    chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
+    env_key = (config.game, tuple(sorted(env_options(config).items()))) if config.agent == "alphazero" else None
+    return _act(config.agent, build_network(config, spec), planner_config, spec, config.targets.history_length,
+                chance_outcomes, env_key)
+
+
+# Built pieces are memoized by what they are built from (frozen dataclasses, all hashable). jax.jit
+# caches a trace by the function it wraps, so a process that asks twice for the same network, act or
+# update (an inline run's self-play and testing workers, load_agent after training, the position
+# evaluation, a test suite's many tiny runs) traces, lowers and compiles it once.
+@functools.lru_cache(maxsize=32)
+def _act(agent: str, network: Network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int,
+         num_chance_outcomes: int | None, env_key: tuple | None) -> ActFn:
+    if agent == "alphazero":
+        game, options = env_key
+        return make_alphazero_act(make_env(game, **dict(options)), network, planner_config, spec)
     planner = None  # MuZero's search over the learned model
-    if learns_chance_outcomes(config):
-        planner = make_stochastic_planner(planner_config, network, spec.num_actions,
-                                          config.stochastic.num_chance_outcomes, search_discount(planner_config, spec))
-    return make_muzero_act(network, planner_config, spec, config.targets.history_length, planner=planner)
+    if num_chance_outcomes is not None:
+        planner = make_stochastic_planner(planner_config, network, spec.num_actions, num_chance_outcomes,
+                                          search_discount(planner_config, spec))
+    return make_muzero_act(network, planner_config, spec, history_length, planner=planner)
 
 
 def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
-    """`make_act`, jitted: one compiled program per batch shape."""
+    """`make_act`, jitted: one compiled program per batch shape, shared by every caller in the process
+    that builds the same act."""
     return jax.jit(make_act(config, spec, planner_config))
 
 
@@ -122,23 +135,19 @@ def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int
 
 def build_network(config: Config, spec: EnvSpec) -> Network:
     """The config's network: MuZero's (h, g, f; AlphaZero uses h and f), or Stochastic MuZero's
-    (`StochasticNetwork`: the same calls plus afterstates and the chance encoder, the same `init`)."""
-    if learns_chance_outcomes(config):
-        return make_stochastic_network(
-            config.network,
-            obs_shape=spec.obs_shape,
-            history_length=config.targets.history_length,
-            num_actions=spec.num_actions,
-            num_chance_outcomes=config.stochastic.num_chance_outcomes,
-            action_planes=action_planes(spec),
-        )
-    return make_network(
-        config.network,
-        obs_shape=spec.obs_shape,
-        history_length=config.targets.history_length,
-        num_actions=spec.num_actions,
-        action_planes=action_planes(spec),
-    )
+    (`StochasticNetwork`: the same calls plus afterstates and the chance encoder, the same `init`).
+    The same object for every config with the same network, game spec and history (see `_act`)."""
+    chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
+    return _network(config.network, spec, config.targets.history_length, chance_outcomes)
+
+
+@functools.lru_cache(maxsize=32)
+def _network(network_config, spec: EnvSpec, history_length: int, num_chance_outcomes: int | None) -> Network:
+    shapes = dict(obs_shape=spec.obs_shape, history_length=history_length, num_actions=spec.num_actions,
+                  action_planes=action_planes(spec))
+    if num_chance_outcomes is not None:
+        return make_stochastic_network(network_config, num_chance_outcomes=num_chance_outcomes, **shapes)
+    return make_network(network_config, **shapes)
 
 
 def make_loss(config: Config) -> tuple[Callable, LossConfig]:

@@ -9,6 +9,7 @@ metrics, new_priorities); the learner shell around it only moves data.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import flax.struct
@@ -151,6 +152,9 @@ def agent_variables(state: TrainState, network: str = "online") -> dict:
     raise MooziError(f"network must be one of {AGENT_NETWORKS}, got {network!r}")
 
 
+# Memoized (every argument is a frozen dataclass or a function): a process that builds the same update
+# twice traces and compiles it once (see moozi.builders._act).
+@functools.lru_cache(maxsize=16)
 def make_train_step(
     network: Network, loss_config: LossConfig, optimizer_config: OptimizerConfig, loss: Callable = loss_fn,
 ) -> Callable[[TrainState, TrainingTarget, Array], tuple[TrainState, dict, Array]]:

@@ -33,12 +33,18 @@ from moozi.training.episodes import EpisodeRecorder, RolloutResult
 _init_carry = jax.jit(init_carry, static_argnums=(0, 1, 2))
 
 
-@functools.lru_cache(maxsize=8)
 def _program(config: Config):
-    """The env and jitted segment of a config's agent, shared by its workers in one process,
-    so N inline workers (and tests) compile the segment once, not N times."""
-    env = make_env(config.game, **env_options(config))
-    return env, make_segment(env, make_act(config, env_spec(config), config.planner))
+    """The env and jitted segment of a config's agent, shared by every worker in one process that plays
+    the same game with the same act (`make_act` is memoized), so N inline workers (and tests) compile
+    the segment once, not N times."""
+    return _segment_program(config.game, tuple(sorted(env_options(config).items())),
+                            make_act(config, env_spec(config), config.planner))
+
+
+@functools.lru_cache(maxsize=8)
+def _segment_program(game: str, options: tuple, act: ActFn):
+    env = make_env(game, **dict(options))
+    return env, make_segment(env, act)
 
 
 class AnakinRolloutWorker:
