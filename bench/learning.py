@@ -23,6 +23,12 @@
   checkpoint by then plays --minatar-episodes greedy episodes (sticky actions
   0.1, each cut after --minatar-max-steps steps): the mean return with its 95%
   bootstrap interval and the number of cut episodes.
+- 2048: trains the preset for --chance-minutes with each of --chance-agents
+  (stochastic_muzero, the preset's agent; muzero, the deterministic model, all
+  else equal); the checkpoint `load_agent` plays then plays --chance-episodes
+  episodes: mean score with 95% intervals and the share of games reaching each
+  tile (256 ... 4096). --chance-random adds a uniform random mover on the same
+  env seeds.
 
 "Training time" runs from the moment `moozi train` would start (building the
 roles, compiling included) to the checkpoint. The machine's speed varies
@@ -288,6 +294,64 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     return out
 
 
+CHANCE_GAMES = ("2048",)
+
+
+def random_mover_2048(episodes: int, seed: int) -> dict:
+    """A uniform random mover on the 2048 preset's env, episode i on env seed `seed + i` (the seeds
+    the agent's evaluation uses): its scores and largest tiles, the scale of every 2048 result."""
+    import numpy as np
+
+    from moozi.builders import env_options
+    from moozi.config import build_config
+    from moozi.envs.registry import make_host_env
+    from moozi.evaluation.matches import ReturnResult
+    from moozi.evaluation.tiles import largest_tile
+
+    config = build_config("2048")
+    env = make_host_env(config.game, **env_options(config))
+    rng = np.random.default_rng(seed)
+    returns, tiles = [], []
+    for i in range(episodes):
+        step, total = env.reset(seed=seed + i), 0.0
+        while not step.is_last:
+            step = env.step(int(rng.choice(np.flatnonzero(step.legal_actions))), False)
+            total += float(step.reward)
+        returns.append(total)
+        tiles.append(largest_tile(step.obs))
+    return _return_row(ReturnResult.from_returns(game=config.game, seed=seed, returns=returns, largest_tiles=tiles))
+
+
+def _return_row(result) -> dict:
+    from moozi.evaluation.tiles import tile_shares
+
+    row = {"episodes": result.games, "mean_return": result.mean_return, "mean_return_ci": result.mean_return_ci,
+           "bootstrap_ci": result.mean_return_bootstrap_ci, "returns": list(result.returns)}
+    if result.largest_tiles is not None:
+        row["largest_tiles"] = list(result.largest_tiles)
+        row["tile_shares"] = {str(t): share for t, share in tile_shares(list(result.largest_tiles)).items()}
+    return row
+
+
+def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.Path, episodes: int) -> dict:
+    """2048: trains the preset with `agent` (stochastic_muzero, the preset's, or muzero: the
+    deterministic model, every other key the same) for `minutes`; the checkpoint `load_agent` plays
+    (the best by the in-training tests) plays `episodes` episodes on env seeds seed*1000 + i, searching
+    with the run's play-time simulations: mean score, 95% intervals, largest tiles and their shares."""
+    from moozi.play import load_agent
+    from moozi.evaluation.matches import evaluate, print_episode_progress
+
+    run_dir = work / f"{game}-{agent}-{seed}"
+    setup = _train(game, minutes, seed, run_dir, checkpoint_minutes=minutes / 4, extra={"agent": agent})
+    player = load_agent(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    result = evaluate(player, game, "random", episodes, seed * 1000, progress=print_episode_progress)
+    return {"game": game, "agent": agent, "seed": seed, "minutes": minutes, "setup_seconds": round(setup, 1),
+            "updates": summary.get("updates"), "env_steps": summary.get("env_steps"),
+            "checkpoint": str(player.checkpoint) if getattr(player, "checkpoint", None) else None,
+            "simulations": result.simulations, **_return_row(result)}
+
+
 GYMNAX_MINATAR = {"breakout": "Breakout-MinAtar", "asterix": "Asterix-MinAtar", "freeway": "Freeway-MinAtar",
                   "seaquest": "Seaquest-MinAtar", "space_invaders": "SpaceInvaders-MinAtar"}
 
@@ -363,6 +427,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
     parser.add_argument("--minatar-sampled", action="store_true",
                         help="MuZero: also evaluate each mark's checkpoint played as in training (moozi eval --sample)")
+    parser.add_argument("--chance-minutes", type=float, default=60.0, help="2048: minutes to train each agent")
+    parser.add_argument("--chance-agents", default="stochastic_muzero,muzero",
+                        help="2048: agents to train, comma-separated (stochastic_muzero, muzero)")
+    parser.add_argument("--chance-episodes", type=int, default=100, help="2048: evaluation episodes per agent")
+    parser.add_argument("--chance-random", action="store_true", help="2048: also a random mover on the same seeds")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
                         "(MinAtar games only, on their gymnax twins, the jitted Anakin loop), ppo-host, "
                         "impala-host (MinAtar's own envs through moozi train's driver)")
@@ -392,6 +461,9 @@ def main(argv=None) -> dict:
     known = ("muzero", "ppo", "impala", "ppo-host", "impala-host")
     if unknown := [a for a in agents if a not in known]:
         parser.error(f"--agents: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    chance_agents = [a for a in args.chance_agents.split(",") if a]
+    if unknown := [a for a in chance_agents if a not in ("stochastic_muzero", "muzero")]:
+        parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: stochastic_muzero, muzero")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
@@ -423,6 +495,13 @@ def main(argv=None) -> dict:
             report.setdefault("go9", []).append(go9(
                 seed, args.go_minutes, work, args.go_games, args.go_gnugo_games, args.go_gnugo, args.go_simulations,
                 pathlib.Path(args.go_run_dir) if args.go_run_dir else None))
+        for game in (g for g in CHANCE_GAMES if g in games):
+            for agent in chance_agents:
+                report.setdefault(game, []).append(
+                    chance_game(game, agent, seed, args.chance_minutes, work, args.chance_episodes))
+            if args.chance_random:
+                report.setdefault(f"{game}:random", []).append(
+                    dict(random_mover_2048(args.chance_episodes, seed * 1000), seed=seed))
         for game in (g for g in MINATAR_GAMES if g in games):
             marks = [float(m) for m in args.minatar_minutes.split(",")]
             if "muzero" in agents:
@@ -438,7 +517,7 @@ def main(argv=None) -> dict:
                     report.setdefault(f"{game}:{agent}-host", []).append(
                         minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps, agent))
     report["load_average_1min"] = os.getloadavg()[0]
-    for game in ("tic_tac_toe", "connect_four", "go9", *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
+    for game in ("tic_tac_toe", "connect_four", "go9", *CHANCE_GAMES, *(f"{g}:random" for g in CHANCE_GAMES), *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
         for row in report.get(game, []):
             print(game, json.dumps(row), file=sys.stderr)
     print(json.dumps(report))

@@ -29,6 +29,10 @@ TTT_ENV_STEPS = 96_000
 # Connect Four: 8 updates per 32 x 16 collected steps (a 3.5-minute budget once gave half the
 # updates on a loaded core, and failed).
 C4_ENV_STEPS = 54_000
+# 2048, the preset (Stochastic MuZero): about 280 updates, ~120 CPU-seconds of training. A uniform
+# random mover scores 1,152 on average (200 games, bench/results/2026-11-27-2048-random-mover.json).
+G2048_ENV_STEPS = 40_000
+RANDOM_MOVER_2048_MEAN = 1_152
 
 
 def _train(game: str, minutes: float | None, run_dir, **overrides) -> None:
@@ -83,12 +87,46 @@ def test_connect_four_muzero_learns_in_a_few_minutes(tmp_path):
     assert positions.value_sign_accuracy >= 0.55, positions.format_table()
 
 
+@pytest.mark.slow
+def test_2048_stochastic_muzero_beats_a_random_mover_in_a_few_minutes(tmp_path):
+    """The chance-aware agent (afterstates, learned chance codes, the stochastic search) on 2048 for
+    40,000 env steps: its greedy play must score a quarter above a random mover. Measured (seed 0):
+    1,774 over these 20 episodes (the lowest two 236 and 760); the training episodes' mean rose from
+    ~930 (the untrained network) to ~1,450 meanwhile. The strength targets (60 minutes, against the
+    deterministic model) are bench/learning.py's --games 2048."""
+    _train("2048", None, tmp_path / "run", **{"train.max_env_steps": G2048_ENV_STEPS})
+    result = evaluate(load_agent(tmp_path / "run"), "2048", "random", num_games=20, seed=0)
+    print(f"2048 short check: mean {result.mean_return:.0f}, largest tiles {sorted(result.largest_tiles)}")
+    assert result.mean_return >= 1.25 * RANDOM_MOVER_2048_MEAN, result.format_table()
+
+
 def test_the_learning_benchmark_names_an_unknown_agent(capsys):
     from bench.learning import main
 
     with pytest.raises(SystemExit):
         main(["--games", "breakout", "--agents", "ppo,dqn"])
     assert "unknown dqn; known: muzero, ppo, impala, ppo-host, impala-host" in capsys.readouterr().err
+
+
+def test_the_learning_benchmark_names_an_unknown_chance_agent(capsys):
+    from bench.learning import main
+
+    with pytest.raises(SystemExit):
+        main(["--games", "2048", "--chance-agents", "stochastic_muzero,alphazero"])
+    assert "--chance-agents: unknown alphazero; known: stochastic_muzero, muzero" in capsys.readouterr().err
+
+
+def test_the_2048_random_mover_plays_whole_games_on_the_agents_seeds():
+    from bench.learning import random_mover_2048
+
+    row = random_mover_2048(3, seed=7)
+    assert row == random_mover_2048(3, seed=7)  # env seeds 7, 8, 9 and the mover's own draws: reproducible
+    assert row["episodes"] == 3 and len(row["returns"]) == len(row["largest_tiles"]) == 3
+    # A score is the sum of the merged tiles (each at least 4); these games reached 16 at least (a random
+    # mover's largest tile is 32 to 256 in 200 games); a share counts the games at or above its tile.
+    assert all(r > 0 and r % 4 == 0 for r in row["returns"]) and min(row["largest_tiles"]) >= 16
+    assert row["tile_shares"]["256"] == np.mean(np.asarray(row["largest_tiles"]) >= 256)
+    assert row["mean_return"] == pytest.approx(np.mean(row["returns"]))
 
 
 def test_the_learning_figure_smooths_only_long_curves():
