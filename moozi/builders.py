@@ -45,6 +45,12 @@ def env_options(config: Config) -> dict:
     return options
 
 
+def env_key(config: Config) -> tuple[str, tuple]:
+    """(game, its bridge options as sorted pairs): a hashable key for what the config's env is, by
+    which the spec, AlphaZero's act and the Anakin segment are memoized."""
+    return config.game, tuple(sorted(env_options(config).items()))
+
+
 def env_factory(config: Config) -> Callable[[], Env]:
     """A picklable zero-argument factory (VectorEnv sends it to its worker processes)."""
     return functools.partial(make_env, config.game, **env_options(config))
@@ -61,7 +67,7 @@ def _spec_for(game: str, options: tuple) -> EnvSpec:
 
 
 def env_spec(config: Config) -> EnvSpec:
-    return _spec_for(config.game, tuple(sorted(env_options(config).items())))
+    return _spec_for(*env_key(config))
 
 
 def symmetry_augment(config: Config, spec: EnvSpec):
@@ -98,9 +104,8 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> Ac
     build their acting here, each with its own planner config.
     """
     chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
-    env_key = (config.game, tuple(sorted(env_options(config).items()))) if config.agent == "alphazero" else None
     return _act(config.agent, build_network(config, spec), planner_config, spec, config.targets.history_length,
-                chance_outcomes, env_key)
+                chance_outcomes, env_key(config) if config.agent == "alphazero" else None)
 
 
 # Built pieces are memoized by what they are built from (frozen dataclasses, all hashable). jax.jit
@@ -109,9 +114,9 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> Ac
 # evaluation, a test suite's many tiny runs) traces, lowers and compiles it once.
 @functools.lru_cache(maxsize=32)
 def _act(agent: str, network: Network, planner_config: PlannerConfig, spec: EnvSpec, history_length: int,
-         num_chance_outcomes: int | None, env_key: tuple | None) -> ActFn:
+         num_chance_outcomes: int | None, alphazero_env: tuple | None) -> ActFn:
     if agent == "alphazero":
-        game, options = env_key
+        game, options = alphazero_env
         return make_alphazero_act(make_env(game, **dict(options)), network, planner_config, spec)
     planner = None  # MuZero's search over the learned model
     if num_chance_outcomes is not None:
