@@ -55,7 +55,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("run_dir")
     ev.add_argument("--opponent", default=None,
                     help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder; "
-                    "searches with its own run's planner.play_simulations)")
+                    "searches with its own run's planner.play_simulations) | pipcount (backgammon: a greedy "
+                    "pip-count bot)")
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--episodes", type=int, default=None,

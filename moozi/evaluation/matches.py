@@ -22,9 +22,10 @@ from open_spiel.python.algorithms import evaluate_bots, mcts
 from open_spiel.python.algorithms.minimax_solver import MinimaxSolver
 
 from moozi.envs.openspiel import load_two_player_game
-from moozi.envs.registry import make_played_env
+from moozi.envs.registry import is_jax_native, make_played_env
 from moozi.errors import MooziError
 from moozi.evaluation.intervals import Z_95, bootstrap_mean_interval, wilson_interval
+from moozi.evaluation.vector_matches import play_batch, random_opponent
 from moozi.evaluation.tiles import GAMES_WITH_TILES, largest_tile, tile_shares
 
 __all__ = [
@@ -467,6 +468,54 @@ def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: st
                                  opening_moves=opening_moves)
 
 
+# Two-player JAX-native games without an OpenSpiel twin (pgx:backgammon) are played in one batch
+# (moozi/evaluation/vector_matches.py) against these opponents; a game still going after this many
+# steps counts as a draw.
+BATCH_OPPONENTS = {"random": "a uniformly random legal move",
+                   "pipcount": "pgx:backgammon only: the greedy pip-count bot (moozi/evaluation/backgammon_bot.py)"}
+_BATCH_MAX_STEPS = 5_000
+
+
+def _batch_opponent(spec: str, canonical: str, env, seed: int):
+    kind = spec.strip().lower() if isinstance(spec, str) else spec
+    if kind == "random":
+        return random_opponent(seed)
+    if kind == "pipcount" and canonical == "pgx:backgammon":
+        import jax
+
+        from moozi.evaluation.backgammon_bot import pip_count_actions
+
+        library_env = env.env.library_env
+        choose = jax.jit(lambda states, key: pip_count_actions(library_env, states, key))
+        keys = iter(jax.random.split(jax.random.key(seed), _BATCH_MAX_STEPS + 1))
+        # +1: the bridge's action 0 is its dummy, library action a is a + 1.
+        return lambda step, vector_env: np.asarray(choose(vector_env.state, next(keys))) + 1
+    allowed = ", ".join(name for name in BATCH_OPPONENTS if name == "random" or canonical == "pgx:backgammon")
+    raise MooziError(f"{canonical} is played in moozi's own batch of games, against: {allowed}; got {spec!r}")
+
+
+def _evaluate_in_batch(agent, canonical: str, opponent: str, num_games: int, seed: int) -> EvalResult:
+    from moozi.builders import make_vector_env
+
+    batched_act = getattr(agent, "batched_act", None)
+    if batched_act is None:
+        raise MooziError(f"{canonical}: this agent cannot play a batch of games (a MuZero-family agent can)")
+    env = make_vector_env(agent.config, num_games, seed)
+    try:
+        choose_opponent = _batch_opponent(opponent, canonical, env, seed + 1)
+        played = play_batch(batched_act, agent.variables, env, history_length=agent.config.targets.history_length,
+                            obs_shape=agent.spec.obs_shape, is_two_player=True, seed=seed,
+                            max_steps=_BATCH_MAX_STEPS, opponent=choose_opponent,
+                            needs_env_state=agent.needs_env_state)
+    finally:
+        env.close()
+    per_seat = []
+    for seat in (0, 1):
+        mine = played.outcome[played.agent_seat == seat]
+        per_seat.append(SeatRecord(seat, len(mine), int(np.sum(mine > 0)), int(np.sum(mine == 0)), int(np.sum(mine < 0))))
+    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=tuple(per_seat))
+
+
 def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
              opening_moves: int = 0, max_steps: int | None = None, progress=None) -> EvalResult | ReturnResult:
     """Plays `num_games` games and summarises them.
@@ -489,9 +538,14 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
             result = _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress)
         else:
             game = getattr(env, "game", None)
-            if not isinstance(game, pyspiel.Game):
+            if isinstance(game, pyspiel.Game):
+                result = _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
+            elif is_jax_native(canonical):
+                if opening_moves:
+                    raise MooziError(f"{canonical}: --opening-moves needs an OpenSpiel game (openspiel:<name>)")
+                result = _evaluate_in_batch(agent, canonical, opponent, num_games, seed)
+            else:
                 raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
-            result = _evaluate_two_player(agent, canonical, game, opponent, num_games, seed, opening_moves)
         return dataclasses.replace(result, simulations=getattr(agent, "simulations", None))
     finally:
         close = getattr(env, "close", None)  # JAX-native envs hold nothing to release

@@ -71,6 +71,12 @@ class Agent:
         return init_history(1, self.config.targets.history_length, self.spec.obs_shape)
 
     @property
+    def batched_act(self):
+        """The acting program over a batch of envs, as `act` plays:
+        `(variables, history, step, last_action, env_state, key) -> (history, ActingOutput)`."""
+        return self._act
+
+    @property
     def needs_env_state(self) -> bool:
         """AlphaZero agents search from the game's own state, so `act` needs it."""
         return searches_env_state(self.config)

@@ -9,10 +9,9 @@ import numpy as np
 
 from moozi.builders import env_spec, make_acting, make_vector_env, searches_env_state
 from moozi.config import Config
-from moozi.core.history import init_history
 from moozi.core.planner import greedy_planner_config
-from moozi.envs.base import random_legal_actions
 from moozi.evaluation.intervals import wilson_interval
+from moozi.evaluation.vector_matches import play_batch, random_opponent
 from moozi.evaluation.position_eval import CONNECT_FOUR_GAMES, PositionsEvaluator, test_positions
 
 
@@ -50,41 +49,16 @@ class TestingRolloutWorker:
         spec = self.spec
         env = make_vector_env(self.config, episodes, seed)
         try:
-            rng = np.random.default_rng(seed)
-            key = jax.random.key(seed)
-            history = init_history(episodes, self.config.targets.history_length, spec.obs_shape)
-            step = env.reset()
-            last_action = np.zeros(episodes, np.int32)
-            agent_seat = np.arange(episodes) % 2  # two-player games: alternate seats
-            done = np.zeros(episodes, bool)
-            total = np.zeros(episodes, np.float64)
-            outcome = np.zeros(episodes, np.float64)  # two-player: +1 win, 0 draw, -1 loss for the agent
-            steps = 0
-            while not done.all() and steps < self.config.train.test_max_steps and not self._cancelled.is_set():
-                key, sub = jax.random.split(key)
-                env_state = env.state if self._needs_env_state else None
-                history, out = self._act(params, history, step, last_action, env_state, sub)
-                action = np.asarray(out.action, np.int32)
-                if spec.is_two_player:
-                    random_action = random_legal_actions(rng, step.legal_actions)
-                    opponent_turn = step.to_play != agent_seat
-                    action = np.where(opponent_turn & ~step.is_last, random_action, action)
-                live = ~done
-                total[live] += step.reward[live]
-                ended = step.is_last & live
-                if spec.is_two_player and ended.any():
-                    # The reward belongs to the player who just acted: the one not to play now.
-                    mover_is_agent = step.to_play != agent_seat
-                    signed = np.where(mover_is_agent, step.reward, -step.reward)
-                    outcome[ended] = np.sign(signed[ended])
-                done |= step.is_last
-                if done.all():
-                    break
-                step = env.step(action, step.is_last)
-                last_action = action
-                steps += 1
+            played = play_batch(
+                self._act, params, env, history_length=self.config.targets.history_length,
+                obs_shape=spec.obs_shape, is_two_player=spec.is_two_player, seed=seed,
+                max_steps=self.config.train.test_max_steps,
+                opponent=random_opponent(seed) if spec.is_two_player else None,
+                needs_env_state=self._needs_env_state, cancelled=self._cancelled,
+            )
         finally:
             env.close()
+        outcome, total, done = played.outcome, played.returns, played.finished
         if spec.is_two_player:
             win_low, win_high = wilson_interval(int(np.sum(outcome > 0)), episodes)
             metrics = {
