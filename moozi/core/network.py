@@ -120,6 +120,9 @@ class NetworkOutput(NamedTuple):
     policy_logits: Array  # [B, A]
     value_logits: Array  # [B, Z]
     reward_logits: Array  # [B, Z]: all zeros for initial inference (no reward is predicted there)
+    # [B]: the logit of "the player to move changed with this step", from recurrent inference of a
+    # model for a game whose turns may repeat; None otherwise.
+    turn_logit: Array | None = None
 
 
 def _min_max_scale(x):

@@ -75,6 +75,7 @@ from moozi.core.targets import (
     TargetConfig,
     assemble_targets,
     gather_window,
+    turn_sign_offsets,
     trajectory_value_difference,
 )
 from moozi.core.types import TrainingTarget, Trajectory
@@ -347,8 +348,9 @@ class ReplayBuffer:
 
     def _trajectory_delta(self, slots: np.ndarray) -> np.ndarray:
         s = self._storage
+        to_play = self._to_play[slots] if self.spec.per_step_turn_signs else None
         return trajectory_value_difference(s.reward[slots], s.root_value[slots], config=self.target_config,
-                                           discount_sign=self.spec.discount_sign)
+                                           discount_sign=self.spec.discount_sign, to_play=to_play)
 
     # ------------------------------------------------------------------ priorities
 
@@ -433,9 +435,12 @@ class ReplayBuffer:
             # against the unweighted L2 term. Batch normalisation keeps the weights' ratios.
             weights = ((leaf.min() / leaf) ** self.config.importance_exponent).astype(np.float32)
         window = gather_window(self._storage, slots, self.target_config, xp=np)
+        to_play = None
+        if self.spec.per_step_turn_signs:
+            to_play = self._to_play[(slots[:, None] + turn_sign_offsets(self.target_config)[None, :]) % C]
         targets = _assemble_jit(window, config=self.target_config, num_actions=self.spec.num_actions,
                                 discount_sign=self.spec.discount_sign, importance_weight=weights,
-                                obs_levels=self.spec.stored_obs_levels)
+                                obs_levels=self.spec.stored_obs_levels, to_play=to_play)
         if self._augment is not None:
             key = jax.random.PRNGKey(int(self._rng.integers(np.iinfo(np.int32).max)))
             targets = self._augment(targets, key)

@@ -202,8 +202,11 @@ class _StochasticMuZeroModel(nn.Module):
     num_actions: int
     num_chance_outcomes: int
     action_planes: Any = None
+    predicts_turns: bool = False  # a "the turn passes" logit on every state g makes (turns may repeat)
 
     def setup(self):
+        if self.predicts_turns:
+            self.turn_head = nn.Dense(1, name="turn_head")
         if self.config.kind == "resnet":
             self.representation = _ResRepresentation(self.config)
             self.prediction = _ResPrediction(self.config, self.num_actions)
@@ -258,7 +261,11 @@ class _StochasticMuZeroModel(nn.Module):
 
     def recurrent_inference(self, afterstate, code, train: bool) -> NetworkOutput:
         hidden_state, reward_logits = self.dynamics(afterstate, code, train)
-        return self._state_output(self._scale(hidden_state), reward_logits, train)
+        out = self._state_output(self._scale(hidden_state), reward_logits, train)
+        if self.predicts_turns:
+            flat = out.hidden_state.reshape(out.hidden_state.shape[0], -1)
+            out = out._replace(turn_logit=self.turn_head(flat.astype(jnp.float32))[:, 0])
+        return out
 
     def chance_inference(self, previous_stacked_obs, stacked_obs, train: bool) -> ChanceOutput:
         logits = self.encoder(jnp.concatenate([previous_stacked_obs, stacked_obs], -1), train)
@@ -309,11 +316,13 @@ class StochasticNetwork:
 
 def make_stochastic_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
-    num_chance_outcomes: int, action_planes=None,
+    num_chance_outcomes: int, action_planes=None, predicts_turns: bool = False,
 ) -> StochasticNetwork:
     """Builds the model for frames of `obs_shape`, L = history_length, A = num_actions, C = num_chance_outcomes.
 
-    `action_planes` as in `make_network` (the resnet's φ sees the cells each action acts on)."""
+    `action_planes` as in `make_network` (the resnet's φ sees the cells each action acts on).
+    `predicts_turns`: g also gives `turn_logit`, whether the player to move changed (games whose
+    turns may repeat; the search signs each step's value with it)."""
     if num_chance_outcomes < 1:
         raise MooziError(f"num_chance_outcomes (the codebook size C) must be >= 1, got {num_chance_outcomes}")
     # The deterministic network of the same config fixes the input and hidden-state shapes.
@@ -321,7 +330,7 @@ def make_stochastic_network(
     planes = None
     if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes)
+    model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes, predicts_turns)
     M = _StochasticMuZeroModel
     init, acting, training = model_calls(model)
 

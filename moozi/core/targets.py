@@ -24,6 +24,11 @@ N-step return (d = gamma for one player, -gamma for two-player zero-sum,
 because values are from the player to move and rewards from the player who
 just acted):
   G^N_t = sum_{i<N} d^i r_{t+i+1} + d^N v*_{t+N}
+In games where a player may move several times in a row (pgx's backgammon
+plays one die per step) the sign is per step instead: s_t = -1 where the
+player to move changes between t and t + 1, +1 where it does not, read from
+the stored `to_play` (`turn_signs`), and
+  G^N_t = sum_{i<N} gamma^i (s_t .. s_{t+i-1}) r_{t+i+1} + gamma^N (s_t .. s_{t+N-1}) v*_{t+N}.
 The bootstrap term is 0 when t + N >= T - 1: the last state is terminal, so
 its value is 0 whatever the search said there. A time-limit truncation is
 treated as terminal too (we cannot tell it apart from the trajectory alone;
@@ -188,21 +193,46 @@ def _return_weights(num_targets: int, td_steps: int, d: float) -> np.ndarray:
 
 
 def n_step_return_parts(rewards, bootstrap_values, bootstrap_valid, *, td_steps: int, discount: float,
-                        discount_sign: float, xp: Any = jnp):
+                        discount_sign: float, xp: Any = jnp, turn_signs=None):
     """Splits G^N into (partial_return, bootstrap_discount, bootstrap_value), each [B, J].
 
     rewards [B, J+N-1]: r_{t+1} .. r_{t+J+N-1}, already 0 past the episode end.
     bootstrap_values [B, J]: v*_{t+j+N}; bootstrap_valid [B, J]: t+j+N < T-1 (non-terminal).
+    turn_signs [B, J+N-1]: s_t .. s_{t+J+N-2} (see the module docstring), replacing
+    `discount_sign` where given.
     Shared by make_targets (jnp, under jit) and the buffer's insertion priorities
     (numpy), so both compute the same return.
     """
     num_targets = bootstrap_values.shape[-1]
+    bootstrap_value = xp.where(bootstrap_valid, bootstrap_values, 0.0).astype(xp.float32)
+    if turn_signs is not None:
+        # With prefix products P_m = s_t .. s_{t+m-1} (P_0 = 1), the signs between t+j and t+j+i
+        # are P_{j+i} P_j (each is +-1): sign every reward and bootstrap by P from t, discount
+        # with gamma alone, and turn each target back to its own player's view with P_j.
+        signs = xp.asarray(turn_signs, xp.float32)
+        prefix = xp.concatenate([xp.ones_like(signs[:, :1]), xp.cumprod(signs, axis=-1)], axis=-1)  # [B, J+N]
+        weights = _return_weights(num_targets, td_steps, discount)
+        signed_rewards = xp.asarray(rewards, xp.float32) * prefix[:, :-1]
+        partial = prefix[:, :num_targets] * (signed_rewards @ xp.asarray(weights))
+        flips = prefix[:, :num_targets] * prefix[:, td_steps:td_steps + num_targets]
+        bootstrap_discount = xp.where(bootstrap_valid, np.float32(discount) ** td_steps * flips, 0.0)
+        return partial.astype(xp.float32), bootstrap_discount.astype(xp.float32), bootstrap_value
     d = discount_sign * discount
     weights = _return_weights(num_targets, td_steps, d)  # [J+N-1, J]
     partial = xp.asarray(rewards, xp.float32) @ xp.asarray(weights)  # [B, J]
     bootstrap_discount = xp.where(bootstrap_valid, np.float32(d) ** td_steps, 0.0).astype(xp.float32)
-    bootstrap_value = xp.where(bootstrap_valid, bootstrap_values, 0.0).astype(xp.float32)
     return partial, bootstrap_discount, bootstrap_value
+
+
+def turn_signs(to_play, xp: Any = jnp):
+    """s_m [..., M-1] from to_play [..., M]: -1 where the player to move changes from step m to m+1."""
+    to_play = xp.asarray(to_play)
+    return xp.where(to_play[..., 1:] == to_play[..., :-1], 1.0, -1.0).astype(xp.float32)
+
+
+def turn_sign_offsets(config: TargetConfig) -> np.ndarray:
+    """Offsets from t of the `to_play` rows a target's `turn_signs` come from: t .. t+K+N."""
+    return np.arange(0, config.num_unroll_steps + config.td_steps + 1)
 
 
 def _inside(t, T, offsets, xp):
@@ -211,11 +241,13 @@ def _inside(t, T, offsets, xp):
 
 
 def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions: int, discount_sign: float,
-                     importance_weight=None, obs_levels: int | None = None) -> TrainingTarget:
+                     importance_weight=None, obs_levels: int | None = None, to_play=None) -> TrainingTarget:
     """Masks the gathered rows and builds the TrainingTarget (pure, jittable).
 
     `importance_weight` [B] defaults to 1 (the buffer passes its own). Stored
     frames are decoded with `obs_levels` (`EnvSpec.stored_obs_levels`).
+    `to_play` [B, K+N+1] (rows at `turn_sign_offsets`): games whose turns need
+    not alternate; the returns then take their signs step by step from it.
     """
     L, K, N = config.history_length, config.num_unroll_steps, config.td_steps
     off = _offsets(config)
@@ -248,7 +280,10 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
     bootstrap_valid = bootstrap_pos < T[:, None] - 1  # the last state is terminal: value 0
     partial, bootstrap_discount, bootstrap_value = n_step_return_parts(
         rewards, window.bootstrap_values, bootstrap_valid, td_steps=N, discount=config.discount,
-        discount_sign=discount_sign, xp=jnp)
+        discount_sign=discount_sign, xp=jnp, turn_signs=None if to_play is None else turn_signs(to_play)[:, :K + N])
+    turn_passes = None
+    if to_play is not None:
+        turn_passes = (turn_signs(to_play)[:, :K] < 0).astype(jnp.float32)  # past the end: masked by the loss
 
     bootstrap_stacked_obs = None
     if config.bootstrap_from is BootstrapSource.TARGET_NETWORK:
@@ -273,6 +308,7 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
         consistency_mask=(t + 1 < T).astype(jnp.float32),
         importance_weight=jnp.asarray(importance_weight, jnp.float32),
         bootstrap_stacked_obs=bootstrap_stacked_obs,
+        turn_passes=turn_passes,
     )
 
 
@@ -293,12 +329,14 @@ def n_step_returns(target: TrainingTarget, bootstrap_value=None):
     return target.partial_return + target.bootstrap_discount * value
 
 
-def trajectory_value_difference(reward, root_value, *, config: TargetConfig, discount_sign: float) -> np.ndarray:
+def trajectory_value_difference(reward, root_value, *, config: TargetConfig, discount_sign: float,
+                                to_play=None) -> np.ndarray:
     """delta_t = |v*_t - G^N_t| [T] for every step of one trajectory (host, numpy).
 
     The buffer's initial priorities (thesis 5.2.16); the same return code as
     `make_targets`, run with numpy so that trajectories of every length share
-    it without a recompilation per length.
+    it without a recompilation per length. `to_play` [T]: per-step signs, as in
+    `assemble_targets`.
     """
     reward = np.asarray(reward, np.float32)  # [T]
     root_value = np.asarray(root_value, np.float32)  # [T]
@@ -311,8 +349,14 @@ def trajectory_value_difference(reward, root_value, *, config: TargetConfig, dis
     bootstrap_pos = t + N  # [T]
     bootstrap_valid = bootstrap_pos < length - 1
     bootstrap_values = root_value[np.minimum(bootstrap_pos, length - 1)]
+    signs = None
+    if to_play is not None:
+        # s_t .. s_{t+N-1}; past the end they meet only zero rewards and an invalid bootstrap.
+        step_signs = np.append(turn_signs(np.asarray(to_play), xp=np), 1.0)  # [T]
+        sign_pos = t[:, None] + np.arange(N)[None, :]  # [T, N]
+        signs = np.where(sign_pos < length, step_signs[np.minimum(sign_pos, length - 1)], 1.0)
     partial, discount, value = n_step_return_parts(
         rewards, bootstrap_values[:, None], bootstrap_valid[:, None], td_steps=N, discount=config.discount,
-        discount_sign=discount_sign, xp=np)
+        discount_sign=discount_sign, xp=np, turn_signs=signs)
     returns = (partial + discount * value)[:, 0]
     return np.abs(root_value - returns)

@@ -55,6 +55,9 @@ class TrainingTarget(NamedTuple):
     consistency_mask: Array  # [B] float32: 0 when t is the episode's last step (no o_{t+1})
     importance_weight: Array  # [B] float32: (1/(N P(i)))^beta / max, 1 for uniform
     bootstrap_stacked_obs: Array | None = None  # [B, K+1, H, W, C_h] only with target-network bootstrap
+    # [B, K] float32: 1 where the player to move changes from t+k to t+k+1; only in games whose turns
+    # may repeat (EnvSpec.turns_alternate False), where the model learns it (docs/stochastic.md).
+    turn_passes: Array | None = None
 
 
 def sub_state(state: dict, prefix: str) -> dict:

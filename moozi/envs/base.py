@@ -45,6 +45,9 @@ class EnvSpec:
     obs_levels: int | None = None
     max_episode_steps: int | None = None  # a bound on episode length where the library has one
     action_names: tuple[str, ...] | None = None  # names of actions 1..A-1 for humans, if known
+    # Two-player games where a player may move several times in a row (pgx's backgammon: one step per
+    # die): targets and search take the sign of each step from who moves next (docs/stochastic.md).
+    turns_alternate: bool = True
 
     @property
     def stored_obs_levels(self) -> int | None:
@@ -57,8 +60,14 @@ class EnvSpec:
 
     @property
     def discount_sign(self) -> float:
-        """+1 for one player; -1 for alternating two-player zero-sum games (values flip sign each ply)."""
+        """+1 for one player; -1 for alternating two-player zero-sum games (values flip sign each ply).
+        Where turns need not alternate (`turns_alternate` False) the sign is per step instead."""
         return -1.0 if self.num_players == 2 else 1.0
+
+    @property
+    def per_step_turn_signs(self) -> bool:
+        """Whether targets read each step's sign from `to_play` (a two-player game whose turns may repeat)."""
+        return self.num_players == 2 and not self.turns_alternate
 
 
 @runtime_checkable

@@ -18,10 +18,10 @@ Names are `pgx:<env id>` for any id in `pgx.available_envs()`, e.g.
   mover gets pgx's penalty (-1; in two-player games the opponent gets +1). We
   get there by hiding the library mask for out-of-range and dummy actions
   before calling `pgx.Env.step`, so pgx, not moozi, decides the penalty.
-- Caveat: pgx's backgammon gives a player several moves in a row, and
-  kuhn_poker/leduc_holdem hide information. The bridge plays them faithfully
-  (to_play says who moves), but a search that flips the value sign every ply
-  assumes alternating turns and perfect information.
+- pgx's backgammon gives a player several moves in a row (one per die): its
+  spec says `turns_alternate=False`, and the targets take each step's sign
+  from `to_play`. kuhn_poker/leduc_holdem hide information, which the search
+  does not model.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
 
 PREFIX = "pgx:"
 _MINATAR_OPTIONS = ("sticky_action_prob",)  # passed to pgx's MinAtar env classes
+_TURNS_REPEAT = {"backgammon"}  # a turn is one step per die, all of the same player
 
 
 def known_games() -> list[str]:
@@ -96,6 +97,7 @@ class PgxEnv:
             num_actions=self._num_env_actions + 1,
             num_players=int(env.num_players),
             binary_obs=probe.observation.dtype == jnp.bool_,
+            turns_alternate=name.removeprefix(PREFIX) not in _TURNS_REPEAT,
         )
 
     @property

@@ -79,7 +79,11 @@ def describe(summary: dict[str, Any]) -> str:
     if summary.get("checkpoint"):
         lines.append(f"  Latest checkpoint: {summary['checkpoint']}")
     lines.append("Next:")
-    if summary.get("two_player"):
+    if summary.get("two_player") and _played_in_batch(game):
+        # No OpenSpiel game behind it (pgx:backgammon): evaluation's own opponents, no human play.
+        opponent = "pipcount" if game == "pgx:backgammon" else "random"
+        commands = [(f"moozi eval {run_dir} --opponent {opponent} --games 100", f"strength against {opponent}")]
+    elif summary.get("two_player"):
         commands = [(f"moozi eval {run_dir} --opponent mcts:100 --games 100", "strength against a search opponent"),
                     (f"moozi play {run_dir}", "play it yourself")]
     else:
@@ -90,6 +94,13 @@ def describe(summary: dict[str, Any]) -> str:
     width = max(len(command) for command, _ in commands)
     lines += [f"  {command.ljust(width)}   # {what}" for command, what in commands]
     return "\n".join(lines)
+
+
+def _played_in_batch(game: str) -> bool:
+    """A two-player JAX-native game without an OpenSpiel twin: `moozi eval` plays it in a batch."""
+    from moozi.envs.twins import openspiel_twin
+
+    return game.startswith("pgx:") and openspiel_twin(game) is None
 
 
 def describe_test(summary: dict[str, Any]) -> str:

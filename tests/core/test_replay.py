@@ -11,7 +11,7 @@ import pytest
 
 from moozi.core.replay import ReplayBuffer, ReplayConfig, SamplingMode, replay_bytes
 from moozi.core.sum_tree import SumTree
-from moozi.core.targets import TargetConfig
+from moozi.core.targets import TargetConfig, n_step_returns
 from moozi.core.targets import make_targets as _make_targets_eager
 from moozi.core.types import Trajectory
 from moozi.envs.base import EnvSpec, decode_obs, encode_obs, obs_scale
@@ -481,3 +481,26 @@ def test_future_observations_are_the_histories_at_the_next_k_steps():
 def test_future_observations_refuse_a_symmetry_augment():
     with pytest.raises(MooziError, match="replay.symmetry_augmentation=false"):
         _buffer(future_observations=True, augment=lambda batch, key: batch)
+
+
+def test_turns_that_repeat_take_their_signs_from_to_play():
+    # Player 0 moves twice, player 1 twice, player 0 once and wins (+1 to the mover): from each
+    # step's player to move the Monte-Carlo return is [1, 1, -1, -1, 1, 0].
+    spec = EnvSpec("test:turns", (2, 2, 1), 3, 2, binary_obs=True, turns_alternate=False)
+    returns = np.array([1.0, 1.0, -1.0, -1.0, 1.0, 0.0], np.float32)
+    trajectory = _trajectory(6, spec=spec)._replace(
+        to_play=np.array([0, 0, 1, 1, 0, 0], np.int32), reward=np.array([0, 0, 0, 0, 0, 1], np.float32),
+        root_value=returns)
+    buffer = ReplayBuffer(ReplayConfig(capacity=16, min_fill=1, sampling="proportional", priority_epsilon=0.5),
+                          TARGETS, spec, seed=0)
+    buffer.add(trajectory)
+    np.testing.assert_allclose(buffer._delta[:6], 0.0)  # every v* equals its return: no priority
+    batch, positions = buffer.sample(32)
+    t = positions[:, None] + np.arange(TARGETS.num_unroll_steps + 1)[None, :]  # [B, K+1]
+    expected = np.where(t < 6, returns[np.minimum(t, 5)], 0.0)
+    np.testing.assert_allclose(np.asarray(n_step_returns(batch)), expected)
+    # The same episode in an alternating game gets the steps of a repeated turn wrong.
+    alternating = ReplayBuffer(ReplayConfig(capacity=16, min_fill=1), TARGETS,
+                               EnvSpec("test:alternating", (2, 2, 1), 3, 2, binary_obs=True), seed=0)
+    alternating.add(trajectory)
+    np.testing.assert_allclose(alternating._delta[:6], [0, 2, 2, 0, 0, 0])

@@ -23,6 +23,7 @@ from moozi.core.stochastic_loss import (
     chance_term,
     code_perplexity,
     commitment_term,
+    turn_term,
     gather_future_stacked_obs,
     make_stochastic_targets,
     stochastic_loss_fn,
@@ -71,6 +72,28 @@ class TableChanceNetwork:
     @staticmethod
     def _state(v, state, reward):
         return _State(hidden_state=state, value=v["value"][state], reward=reward, policy_logits=v["logits"][state])
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnTableNetwork(TableChanceNetwork):
+    """TableChanceNetwork whose every chance step also predicts the turn passing with one logit
+    (None: no turn head, as in games whose turns alternate)."""
+
+    turn_logit: float | None = None
+
+    def recurrent_inference(self, v, afterstate, code):
+        out = super().recurrent_inference(v, afterstate, code)
+        if self.turn_logit is None:
+            return out
+        return _TurnState(*out, turn_logit=jnp.full(out.value.shape, self.turn_logit))
+
+
+class _TurnState(NamedTuple):
+    hidden_state: Any
+    value: Any
+    reward: Any
+    policy_logits: Any
+    turn_logit: Any
 
 
 class _State(NamedTuple):
@@ -173,6 +196,15 @@ class TestStochasticSearch:
         worse = 3 - best
         assert np.all(out.root.q[:, best] > 0.0) and np.all(out.root.q[:, worse] < 0.0)
 
+    @pytest.mark.parametrize("turn_logit, best", [(-30.0, 1), (30.0, 2), (None, 2)])
+    def test_a_learned_turn_sets_each_steps_sign(self, turn_logit, best):
+        # sign_variables' values are from the player to move at states 2 and 3. If the model says the
+        # turn stays with the mover (logit -30), +0.5 at state 2 is the mover's own: it prefers A; if the
+        # turn passes (+30) the search is the two-player one above and prefers B.
+        planner = jax.jit(make_stochastic_planner(GREEDY, TurnTableNetwork(turn_logit=turn_logit), A, C, -1.0))
+        out = planner(sign_variables(), jax.random.PRNGKey(0), OBS, legal())
+        np.testing.assert_array_equal(out.action, [best] * BATCH)
+
     def test_gumbel_is_refused(self):
         with pytest.raises(MooziError, match="PUCT only"):
             make_stochastic_planner(PlannerConfig(search_policy=SearchPolicy.GUMBEL_MUZERO), TableChanceNetwork(),
@@ -246,6 +278,18 @@ class TestLossTerms:
         e = np.eye(3)[np.argmax(probs, -1)]
         w = -2.0 * (e - probs) / 2  # the 1/K of the mean
         np.testing.assert_allclose(grad, probs * (w - np.sum(probs * w, -1, keepdims=True)), rtol=1e-4, atol=1e-7)
+
+    def test_turn_term(self):
+        # Two steps: the first passes the turn (logit 0: p = 1/2), the second keeps it (logit log 3:
+        # p = 3/4, wrong side), masked out in the second example.
+        outputs = [None, _TurnState(0, 0, 0, 0, jnp.array([0.0, 0.0])),
+                   _TurnState(0, 0, 0, 0, jnp.array([np.log(3.0), np.log(3.0)]))]
+        passes = jnp.array([[1.0, 0.0], [1.0, 0.0]])
+        mask = jnp.array([[1.0, 1.0], [1.0, 0.0]])
+        loss, accuracy = turn_term(outputs, passes, mask)
+        # BCE(p, y): -log p where y = 1, -log(1 - p) where y = 0; the mean over the K = 2 steps.
+        np.testing.assert_allclose(loss, [(np.log(2.0) + np.log(4.0)) / 2, np.log(2.0) / 2], rtol=1e-6)
+        assert float(accuracy) == 0.0  # logit 0 is not > 0, and log 3 says "passes" where it does not
 
     def test_code_perplexity(self):
         one_code = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (4, 2, 1))

@@ -13,6 +13,7 @@ from moozi.core.targets import (
     StepStorage,
     TargetConfig,
     make_targets,
+    n_step_return_parts,
     n_step_returns,
     trajectory_value_difference,
 )
@@ -175,3 +176,50 @@ def test_monte_carlo_return_when_n_exceeds_the_episode():
 def test_config_rejects_bad_values(bad):
     with pytest.raises(MooziError):
         TargetConfig(**bad)
+
+
+# Backgammon-like turns: player 0 moves twice, player 1 twice, player 0 once and wins (+1 to the
+# mover); pgx leaves the winner to play at the end. gamma = 1, Monte-Carlo returns.
+TURNS_TO_PLAY = np.array([0, 0, 1, 1, 0, 0])
+TURNS_REWARD = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+# From each step's player to move: player 0 won, player 1 lost; the terminal state is worth 0.
+TURNS_RETURNS = np.array([1.0, 1.0, -1.0, -1.0, 1.0, 0.0])
+
+
+def test_per_step_signs_follow_who_moves_next():
+    config = TargetConfig(history_length=1, num_unroll_steps=0, td_steps=50, discount=1.0)
+    delta = trajectory_value_difference(TURNS_REWARD, TURNS_RETURNS, config=config, discount_sign=-1.0,
+                                        to_play=TURNS_TO_PLAY)
+    np.testing.assert_allclose(delta, np.zeros(6))
+    # The constant sign of alternating games gets every step of the same turn wrong: (-1)^(4 - t).
+    alternating = trajectory_value_difference(TURNS_REWARD, TURNS_RETURNS, config=config, discount_sign=-1.0)
+    np.testing.assert_allclose(alternating, [0, 2, 2, 0, 0, 0])
+
+
+def test_per_step_signs_bootstrap_by_hand():
+    # N = 2, gamma = 0.5, values v*: G_t = r_{t+1} + 0.5 s_t r_{t+2} + 0.25 s_t s_{t+1} v*_{t+2}.
+    config = TargetConfig(history_length=1, num_unroll_steps=0, td_steps=2, discount=0.5)
+    reward = np.array([0.0, 1.0, 2.0, 4.0, 8.0])
+    value = np.array([16.0, 32.0, 64.0, 128.0, 0.0])
+    to_play = np.array([0, 0, 1, 1, 0])  # s = [+1, -1, +1, -1]
+    expected = np.array([
+        1.0 + 0.5 * 2.0 - 0.25 * 64.0,  # s_0 = +1, s_0 s_1 = -1
+        2.0 - 0.5 * 4.0 - 0.25 * 128.0,  # s_1 = -1, s_1 s_2 = -1
+        4.0 + 0.5 * 8.0,  # v*_4 is terminal
+        8.0,
+        0.0,
+    ])
+    delta = trajectory_value_difference(reward, value, config=config, discount_sign=-1.0, to_play=to_play)
+    np.testing.assert_allclose(delta, np.abs(value - expected))
+
+
+def test_all_turns_passing_is_the_constant_sign():
+    rng = np.random.default_rng(0)
+    rewards = rng.normal(size=(4, 9)).astype(np.float32)  # J = 4 targets, N = 6
+    values = rng.normal(size=(4, 4)).astype(np.float32)
+    valid = rng.random((4, 4)) < 0.7
+    constant = n_step_return_parts(rewards, values, valid, td_steps=6, discount=0.9, discount_sign=-1.0, xp=np)
+    per_step = n_step_return_parts(rewards, values, valid, td_steps=6, discount=0.9, discount_sign=-1.0, xp=np,
+                                   turn_signs=-np.ones((4, 9), np.float32))
+    for a, b in zip(constant, per_step):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
