@@ -28,7 +28,6 @@ from moozi.envs.action_planes import action_planes
 from moozi.envs.jax_vector import JaxVectorEnv
 from moozi.envs.registry import is_jax_native, make_env, resolve_game_name
 from moozi.envs.vector import VectorEnv
-from moozi.errors import MooziError
 
 # Options each library's bridge accepts from EnvConfig.
 _STICKY_LIBRARIES = ("minatar", "atari", "gymnax")
@@ -105,10 +104,6 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> Ac
     build their acting here, each with its own planner config.
     """
     chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
-    if spec.per_step_turn_signs and chance_outcomes is None:
-        # MuZero's and AlphaZero's searches flip the value's sign on every step (docs/stochastic.md).
-        raise MooziError(f"{spec.name}: a player may move several times in a row, which agent={config.agent!r} "
-                         "cannot search yet; use agent=stochastic_muzero (its model learns when the turn passes)")
     return _act(config.agent, build_network(config, spec), planner_config, spec, config.targets.history_length,
                 chance_outcomes, env_key(config) if config.agent == "alphazero" else None)
 
@@ -148,17 +143,21 @@ def build_network(config: Config, spec: EnvSpec) -> Network:
     (`StochasticNetwork`: the same calls plus afterstates and the chance encoder, the same `init`).
     The same object for every config with the same network, game spec and history (see `_act`)."""
     chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
-    return _network(config.network, spec, config.targets.history_length, chance_outcomes)
+    # A learned model predicts whether the turn passes where turns may repeat; AlphaZero's search reads
+    # it from the rules.
+    predicts_turns = spec.per_step_turn_signs and not searches_env_state(config)
+    return _network(config.network, spec, config.targets.history_length, chance_outcomes, predicts_turns)
 
 
 @functools.lru_cache(maxsize=32)
-def _network(network_config, spec: EnvSpec, history_length: int, num_chance_outcomes: int | None) -> Network:
+def _network(network_config, spec: EnvSpec, history_length: int, num_chance_outcomes: int | None,
+             predicts_turns: bool) -> Network:
     shapes = dict(obs_shape=spec.obs_shape, history_length=history_length, num_actions=spec.num_actions,
                   action_planes=action_planes(spec))
     if num_chance_outcomes is not None:
         return make_stochastic_network(network_config, num_chance_outcomes=num_chance_outcomes,
-                                       predicts_turns=spec.per_step_turn_signs, **shapes)
-    return make_network(network_config, **shapes)
+                                       predicts_turns=predicts_turns, **shapes)
+    return make_network(network_config, predicts_turns=predicts_turns, **shapes)
 
 
 def make_loss(config: Config) -> tuple[Callable, LossConfig]:

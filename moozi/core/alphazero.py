@@ -36,17 +36,22 @@ class PerfectModelEmbedding(NamedTuple):
     env_state: Any  # [B] pgx states
     history: HistoryState  # [B, L, ...]: the network's input up to this node
     done: Array  # [B] bool: the game has ended at this node or above it
+    to_play: Array  # [B] int32: the player to move at this node
 
 
 class PerfectModelRoot(NamedTuple):
     env_state: Any  # [B] pgx states at the root
     history: HistoryState  # [B, L, ...] already holding the root observation
     is_last: Array  # [B] bool
+    to_play: Array  # [B] int32
 
 
-def make_perfect_model(env, network, discount: float, num_actions: int) -> SearchModel:
+def make_perfect_model(env, network, discount: float, num_actions: int, per_step_signs: bool = False) -> SearchModel:
     """AlphaZero's search model. `env` is a JaxEnv with a pure `step(state, action, is_last, key)`;
-    `discount` is the signed per-edge discount (`search_discount`: -1 for two-player board games)."""
+    `discount` is the signed per-edge discount (`search_discount`: -1 for two-player board games).
+    `per_step_signs` (games whose turns may repeat): each edge's sign is read from the rules instead,
+    -1 where the player to move changes, +1 where the mover moves again. Chance inside the search
+    (pgx's backgammon rolls the next turn's dice in `step`) is sampled once per expanded edge."""
 
     def evaluate(params, history):
         out = network.initial_inference(params, history_input(history, num_actions))
@@ -55,7 +60,8 @@ def make_perfect_model(env, network, discount: float, num_actions: int) -> Searc
     def root(params, rng, root_input: PerfectModelRoot):
         del rng
         logits, value = evaluate(params, root_input.history)
-        embedding = PerfectModelEmbedding(root_input.env_state, root_input.history, root_input.is_last)
+        embedding = PerfectModelEmbedding(root_input.env_state, root_input.history, root_input.is_last,
+                                          root_input.to_play)
         return mctx.RootFnOutput(prior_logits=logits, value=value, embedding=embedding)
 
     def recurrent(params, rng, action, embedding: PerfectModelEmbedding):
@@ -68,13 +74,16 @@ def make_perfect_model(env, network, discount: float, num_actions: int) -> Searc
         ended_before = embedding.done
         done = ended_before | step.is_last
         legal_logits = jnp.where(step.legal_actions, logits, jnp.finfo(logits.dtype).min)
+        edge_discount = discount
+        if per_step_signs:
+            edge_discount = jnp.where(step.to_play == embedding.to_play, abs(discount), -abs(discount))
         out = mctx.RecurrentFnOutput(
             reward=jnp.where(ended_before, 0.0, step.reward).astype(value.dtype),
-            discount=jnp.where(done, 0.0, discount).astype(value.dtype),
+            discount=jnp.where(done, 0.0, edge_discount).astype(value.dtype),
             prior_logits=jnp.where(done[:, None], 0.0, legal_logits).astype(logits.dtype),
             value=jnp.where(done, 0.0, value).astype(value.dtype),
         )
-        return out, PerfectModelEmbedding(env_state, history, done)
+        return out, PerfectModelEmbedding(env_state, history, done, step.to_play)
 
     return SearchModel(root=root, recurrent=recurrent)
 
@@ -86,12 +95,14 @@ def make_alphazero_act(env, network, planner_config: PlannerConfig, spec: EnvSpe
     Not jitted here: callers jit it alone (`moozi.builders.make_acting`) or
     inside a whole self-play segment (the Anakin path).
     """
-    model = make_perfect_model(env, network, search_discount(planner_config, spec), spec.num_actions)
+    model = make_perfect_model(env, network, search_discount(planner_config, spec), spec.num_actions,
+                               per_step_signs=spec.per_step_turn_signs)
     planner = make_planner(planner_config, model)
 
     def act(params, history_state: HistoryState, step_output: StepOutput, last_action, env_state, rng):
         history_state = push_history(history_state, step_output.obs, step_output.is_first, last_action)
-        root = PerfectModelRoot(env_state, history_state, jnp.asarray(step_output.is_last, bool))
+        root = PerfectModelRoot(env_state, history_state, jnp.asarray(step_output.is_last, bool),
+                                jnp.asarray(step_output.to_play, jnp.int32))
         out = planner(params, rng, root, step_output.legal_actions)
         return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats, out.root)
 

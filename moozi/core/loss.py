@@ -206,6 +206,23 @@ def reward_term(batch: TrainingTarget, outputs, support):
     return jnp.sum(reward_ce, axis=1), reward_ce
 
 
+def turn_term(turn_passes: Array, outputs, mask: Array):
+    """([B] the sum over the K unrolled steps of the turn logit's binary cross-entropy against whether the
+    player to move changed, masked; the batch's accuracy of its sign). turn_passes and mask [B, K].
+    Summed and unweighted like the reward: a small head that the search's signs depend on."""
+    logits = jnp.stack([o.turn_logit for o in outputs[1:]], axis=1)  # [B, K]
+    bce = optax.sigmoid_binary_cross_entropy(logits, turn_passes) * mask
+    right = ((logits > 0) == (turn_passes > 0.5)) * mask
+    return jnp.sum(bce, axis=1), jnp.sum(right) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def add_turn_term(terms: dict, extra_metrics: dict, batch: TrainingTarget, outputs, num_unroll: int) -> None:
+    """Games whose turns may repeat (the batch carries `turn_passes`): the turn head's loss and accuracy."""
+    if batch.turn_passes is not None and num_unroll > 0:
+        terms["turn_loss"], extra_metrics["turn_accuracy"] = turn_term(
+            batch.turn_passes, outputs, batch.policy_mask[:, 1:])  # o_{t+k+1} exists
+
+
 def consistency_term(network: Network, params, batch_stats, unrolled_batch_stats, batch: TrainingTarget, outputs):
     """([B] 1 - cos(ϱ(x¹_t), sg(x⁰_{t+1})), masked; the moments after the projection)."""
     projected, new_batch_stats = network.project_train(
@@ -280,8 +297,10 @@ def loss_fn(
         "reward_loss": config.reward_coef * reward,
         "consistency_loss": config.consistency_coef * consistency,
     }
+    extra: dict = {}
+    add_turn_term(terms, extra, batch, outputs, num_unroll)
     return combine_terms(config, params, batch, outputs, targets, terms, (policy_ce, value_ce, reward_ce),
-                         num_unroll, alpha, new_batch_stats)
+                         num_unroll, alpha, new_batch_stats, extra)
 
 
 def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, targets, terms: dict,

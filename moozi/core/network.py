@@ -364,12 +364,20 @@ class _MlpProjection(nn.Module):
 # ---------------------------------------------------------------- the model
 
 
+def turn_head_logit(head: nn.Module, hidden_state) -> Array:
+    """[B] the "turn passed" logit of a turn head (a Dense(1)) on a flattened hidden state."""
+    return head(hidden_state.reshape(hidden_state.shape[0], -1).astype(jnp.float32))[:, 0]
+
+
 class _MuZeroModel(nn.Module):
     config: NetworkConfig
     num_actions: int
     action_planes: Any = None
+    predicts_turns: bool = False  # a "the turn passes" logit on every state the dynamics makes (turns may repeat)
 
     def setup(self):
+        if self.predicts_turns:
+            self.turn_head = nn.Dense(1, name="turn_head")
         if self.config.kind == "resnet":
             self.representation = _ResRepresentation(self.config)
             self.prediction = _ResPrediction(self.config, self.num_actions)
@@ -411,6 +419,7 @@ class _MuZeroModel(nn.Module):
             policy_logits=policy_logits,
             value_logits=value_logits,
             reward_logits=reward_logits,
+            turn_logit=turn_head_logit(self.turn_head, next_hidden_state) if self.predicts_turns else None,
         )
 
     def project(self, hidden_state, train: bool):
@@ -475,12 +484,13 @@ def model_calls(model):
 
 def make_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
-    action_planes=None,
+    action_planes=None, predicts_turns: bool = False,
 ) -> Network:
     """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions.
 
     `action_planes` [A, H, W] (moozi/envs/action_planes.py) marks the cells each action acts on;
-    the resnet's dynamics function sees them when `config.spatial_actions` is on."""
+    the resnet's dynamics function sees them when `config.spatial_actions` is on. `predicts_turns`:
+    recurrent inference also gives `turn_logit` (games whose turns may repeat)."""
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
     if config.kind == "resnet" and config.downsample:
@@ -494,7 +504,7 @@ def make_network(
     if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
         # Nested tuples: a module attribute that stays hashable and static under jit.
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    model = _MuZeroModel(config, num_actions, planes)
+    model = _MuZeroModel(config, num_actions, planes, predicts_turns)
     M = _MuZeroModel
     init, acting, training = model_calls(model)
 

@@ -225,6 +225,16 @@ def learned_root(network):
     return root
 
 
+def step_discount(discount: float, out):
+    """[B] each edge's discount: the signed constant, or, where the model predicts whether the turn
+    passes (`turn_logit`: games whose turns may repeat), gamma (1 - 2p) with p its probability: +gamma
+    when the mover moves again, -gamma when the turn passes (docs/stochastic.md, "Turns that repeat")."""
+    turn_logit = getattr(out, "turn_logit", None)  # a NetworkOutput field; hand-made models may lack it
+    if turn_logit is None:
+        return jnp.full_like(out.value, discount)
+    return (abs(discount) * (1.0 - 2.0 * jax.nn.sigmoid(turn_logit))).astype(out.value.dtype)
+
+
 def make_learned_model(network, discount: float) -> SearchModel:
     """MuZero's model without the dummy-action rule: root = initial inference, recurrent = recurrent inference.
 
@@ -240,7 +250,7 @@ def make_learned_model(network, discount: float) -> SearchModel:
         return (
             mctx.RecurrentFnOutput(
                 reward=out.reward,
-                discount=jnp.full_like(out.value, discount),
+                discount=step_discount(discount, out),
                 prior_logits=out.policy_logits,
                 value=out.value,
             ),

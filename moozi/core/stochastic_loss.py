@@ -57,6 +57,7 @@ from moozi.core.history import stack_history
 from moozi.core.loss import (
     LossAux,
     LossConfig,
+    add_turn_term,
     combine_terms,
     consistency_term,
     policy_term,
@@ -205,16 +206,6 @@ def commitment_term(encoder_logits: Array, mask: Array):
     return _unrolled_mean(squared), squared
 
 
-def turn_term(outputs, turn_passes: Array, mask: Array):
-    """([B] mean over k of the binary cross-entropy of g's turn logit against whether the player to move
-    changed, masked; the batch's accuracy of its sign). outputs: the K+1 states of the unroll; turn_passes
-    and mask [B, K]. Unweighted, like the reward: a small head that the search's signs depend on."""
-    logits = jnp.stack([out.turn_logit for out in outputs[1:]], axis=1)  # [B, K]
-    bce = optax.sigmoid_binary_cross_entropy(logits, turn_passes) * mask
-    right = ((logits > 0) == (turn_passes > 0.5)) * mask
-    return _unrolled_mean(bce), jnp.sum(right) / jnp.maximum(jnp.sum(mask), 1.0)
-
-
 def code_perplexity(codes: Array, mask: Array) -> Array:
     """exp(entropy) of the batch's code usage over the unmasked transitions: 1 when one code takes every
     outcome (a collapsed codebook), C when all are used equally."""
@@ -265,10 +256,7 @@ def stochastic_loss_fn(
         "chance_loss": config.chance_coef * chance,
         "commitment_loss": config.commitment_coef * commitment,
     }
-    if target.turn_passes is not None and num_unroll > 0:
-        terms["turn_loss"], turn_accuracy = turn_term(outputs, target.turn_passes, chance_mask)
     extra = {"code_perplexity": code_perplexity(unrolled.chance.code, chance_mask) if num_unroll else jnp.float32(0)}
-    if "turn_loss" in terms:
-        extra["turn_accuracy"] = turn_accuracy
+    add_turn_term(terms, extra, target, outputs, num_unroll)
     return combine_terms(config, params, target, outputs, targets, terms, (policy_ce, value_ce, reward_ce),
                          num_unroll, alpha, new_batch_stats, extra)

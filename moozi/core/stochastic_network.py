@@ -53,6 +53,7 @@ from moozi.core.network import (
     finish_hidden_state,
     make_network,
     model_calls,
+    turn_head_logit,
 )
 from moozi.core.scalar import logits_to_scalar
 from moozi.core.types import Array
@@ -263,8 +264,7 @@ class _StochasticMuZeroModel(nn.Module):
         hidden_state, reward_logits = self.dynamics(afterstate, code, train)
         out = self._state_output(self._scale(hidden_state), reward_logits, train)
         if self.predicts_turns:
-            flat = out.hidden_state.reshape(out.hidden_state.shape[0], -1)
-            out = out._replace(turn_logit=self.turn_head(flat.astype(jnp.float32))[:, 0])
+            out = out._replace(turn_logit=turn_head_logit(self.turn_head, out.hidden_state))
         return out
 
     def chance_inference(self, previous_stacked_obs, stacked_obs, train: bool) -> ChanceOutput:

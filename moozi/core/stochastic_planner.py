@@ -41,6 +41,7 @@ from moozi.core.planner import (
     learned_root,
     legal_to_invalid,
     mask_interior_dummy,
+    step_discount,
     summarize,
     tree_max_depth,
 )
@@ -85,18 +86,12 @@ def make_stochastic_learned_model(network, discount: float) -> StochasticSearchM
         del rng
         num_codes = network.num_chance_outcomes
         out = network.recurrent_inference(params, afterstate, jax.nn.one_hot(code, num_codes, dtype=jnp.float32))
-        step_discount = jnp.full_like(out.value, discount)
-        turn_logit = getattr(out, "turn_logit", None)  # a NetworkOutput field; hand-made models may lack it
-        if turn_logit is not None:
-            # Turns may repeat: the sign is the model's expectation of it, +1 if the mover moves
-            # again, -1 if the turn passes (p = 1 is the constant -gamma of alternating games).
-            step_discount = abs(discount) * (1.0 - 2.0 * jax.nn.sigmoid(turn_logit))
         return (
             mctx.ChanceRecurrentFnOutput(
                 action_logits=out.policy_logits,
                 value=out.value,
                 reward=out.reward,
-                discount=step_discount.astype(out.value.dtype),
+                discount=step_discount(discount, out),
             ),
             out.hidden_state,
         )

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from moozi.core.alphazero import make_alphazero_act
+from moozi.core.alphazero import PerfectModelRoot, make_alphazero_act, make_perfect_model
 from moozi.core.planner import PlannerConfig
 from moozi.envs.registry import make_env
 from moozi.core.history import init_history
@@ -85,3 +85,27 @@ def test_terminal_root_acts_dummy_and_illegal_moves_get_no_mass():
     # Mid-game, occupied cells get no visits.
     _, _, probs = _search([0, 4], "muzero")
     assert probs[1] == 0 and probs[5] == 0  # cells 0 and 4
+
+
+def test_backgammon_signs_each_edge_by_who_moves_next():
+    # pgx plays one die per step: within a turn the mover moves again (+gamma), at its end the turn
+    # passes (-gamma). The perfect model reads which from the rules.
+    env = make_env("pgx:backgammon")
+    assert env.spec.per_step_turn_signs
+    model = make_perfect_model(env, _Uninformed(env.spec.num_actions), -1.0, env.spec.num_actions,
+                               per_step_signs=True)
+    state, step = env.init(jax.random.PRNGKey(3))
+    history = init_history(1, 1, env.spec.obs_shape)  # the uninformed network ignores it
+    root = PerfectModelRoot(jax.tree.map(lambda x: x[None], state), history, jnp.asarray([False]),
+                            jnp.asarray([step.to_play], jnp.int32))
+    embedding = model.root(None, jax.random.PRNGKey(0), root).embedding
+    seen = set()
+    for _ in range(8):  # a few checker moves of the first turns, each from the model's own state
+        action = 1 + int(np.flatnonzero(np.asarray(embedding.env_state.legal_action_mask[0]))[0])
+        out, child = model.recurrent(None, jax.random.PRNGKey(4), jnp.asarray([action]), embedding)
+        assert not bool(child.done[0])
+        same = int(child.to_play[0]) == int(embedding.to_play[0])
+        seen.add(same)
+        assert float(out.discount[0]) == (1.0 if same else -1.0)
+        embedding = child
+    assert seen == {True, False}  # both kinds of edge were checked

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from moozi.core.loss import LossConfig, cosine_distance, loss_fn, scale_gradient
+from moozi.core.loss import LossConfig, cosine_distance, loss_fn, scale_gradient, turn_term
 from moozi.core.network import NetworkConfig, make_network
 from moozi.core.scalar import scalar_to_two_hot
 from moozi.errors import MooziError
@@ -328,3 +329,32 @@ def test_entropy_bonus_term_and_gradient():
 def test_entropy_coef_is_validated():
     with pytest.raises(MooziError, match="entropy_coef"):
         LossConfig(entropy_coef=-0.1)
+
+
+class _TurnOutput(NamedTuple):
+    turn_logit: Any
+
+
+def test_turn_term_by_hand():
+    # Two steps: the first passes the turn (logit 0: p = 1/2), the second keeps it (logit log 3: p = 3/4,
+    # the wrong side), masked out in the second example.
+    outputs = [None, _TurnOutput(jnp.array([0.0, 0.0])), _TurnOutput(jnp.array([np.log(3.0), np.log(3.0)]))]
+    loss, accuracy = turn_term(jnp.array([[1.0, 0.0], [1.0, 0.0]]), outputs, jnp.array([[1.0, 1.0], [1.0, 0.0]]))
+    # BCE: -log p where the turn passed, -log(1 - p) where it did not; summed over the steps.
+    np.testing.assert_allclose(loss, [np.log(2.0) + np.log(4.0), np.log(2.0)], rtol=1e-6)
+    assert float(accuracy) == 0.0  # logit 0 is not > 0, and log 3 says "passes" where it does not
+
+
+def test_muzero_loss_trains_a_turn_head_where_turns_repeat():
+    config = dataclasses.replace(TINY_RESNET, kind="mlp", mlp_hidden_sizes=(8,), mlp_hidden_state_size=8)
+    network = make_network(config, obs_shape=OBS_SHAPE, history_length=L, num_actions=A, predicts_turns=True)
+    batch = make_batch(1, batch_size=4, num_unroll=3)
+    variables = jax.jit(network.init)(jax.random.PRNGKey(0), batch.stacked_obs)
+    assert "turn_head" in variables["params"]
+    plain, aux = _loss(network, variables, batch, LossConfig())
+    assert "turn_loss" not in aux.metrics  # no turn targets: an alternating game's batch
+    passes = jnp.array([[1.0, 0.0, 1.0]] * 4)
+    with_turns, aux = _loss(network, variables, batch._replace(turn_passes=passes), LossConfig())
+    assert float(aux.metrics["turn_loss"]) > 0.0 and 0.0 <= float(aux.metrics["turn_accuracy"]) <= 1.0
+    # The term adds its importance-weighted mean to the total.
+    np.testing.assert_allclose(float(with_turns) - float(plain), float(aux.metrics["turn_loss"]), rtol=1e-4)

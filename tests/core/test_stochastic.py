@@ -23,7 +23,6 @@ from moozi.core.stochastic_loss import (
     chance_term,
     code_perplexity,
     commitment_term,
-    turn_term,
     gather_future_stacked_obs,
     make_stochastic_targets,
     stochastic_loss_fn,
@@ -278,18 +277,6 @@ class TestLossTerms:
         e = np.eye(3)[np.argmax(probs, -1)]
         w = -2.0 * (e - probs) / 2  # the 1/K of the mean
         np.testing.assert_allclose(grad, probs * (w - np.sum(probs * w, -1, keepdims=True)), rtol=1e-4, atol=1e-7)
-
-    def test_turn_term(self):
-        # Two steps: the first passes the turn (logit 0: p = 1/2), the second keeps it (logit log 3:
-        # p = 3/4, wrong side), masked out in the second example.
-        outputs = [None, _TurnState(0, 0, 0, 0, jnp.array([0.0, 0.0])),
-                   _TurnState(0, 0, 0, 0, jnp.array([np.log(3.0), np.log(3.0)]))]
-        passes = jnp.array([[1.0, 0.0], [1.0, 0.0]])
-        mask = jnp.array([[1.0, 1.0], [1.0, 0.0]])
-        loss, accuracy = turn_term(outputs, passes, mask)
-        # BCE(p, y): -log p where y = 1, -log(1 - p) where y = 0; the mean over the K = 2 steps.
-        np.testing.assert_allclose(loss, [(np.log(2.0) + np.log(4.0)) / 2, np.log(2.0) / 2], rtol=1e-6)
-        assert float(accuracy) == 0.0  # logit 0 is not > 0, and log 3 says "passes" where it does not
 
     def test_code_perplexity(self):
         one_code = jnp.tile(jnp.array([1.0, 0.0, 0.0]), (4, 2, 1))
