@@ -29,6 +29,9 @@
   episodes: mean score with 95% intervals and the share of games reaching each
   tile (256 ... 4096). --chance-random adds a uniform random mover on the same
   env seeds.
+- backgammon: the same training; the checkpoint then plays --chance-episodes
+  games against `random` and against `pipcount` (a greedy pip-count bot), both
+  seats: wins, draws, losses and Wilson intervals, per seat.
 
 "Training time" runs from the moment `moozi train` would start (building the
 roles, compiling included) to the checkpoint. The machine's speed varies
@@ -294,7 +297,8 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     return out
 
 
-CHANCE_GAMES = ("2048",)
+CHANCE_GAMES = ("2048", "backgammon")
+BACKGAMMON_OPPONENTS = ("random", "pipcount")
 
 
 def random_mover_2048(episodes: int, seed: int) -> dict:
@@ -334,10 +338,12 @@ def _return_row(result) -> dict:
 
 
 def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.Path, episodes: int) -> dict:
-    """2048: trains the preset with `agent` (stochastic_muzero, the preset's, or muzero: the
-    deterministic model, every other key the same) for `minutes`; the checkpoint `load_agent` plays
-    (the best by the in-training tests) plays `episodes` episodes on env seeds seed*1000 + i, searching
-    with the run's play-time simulations: mean score, 95% intervals, largest tiles and their shares."""
+    """Trains the game's preset with `agent` (stochastic_muzero, the preset's, or muzero: the deterministic
+    model, every other key the same) for `minutes`; the checkpoint `load_agent` plays (the best by the
+    in-training tests), searching with the run's play-time simulations, then plays `episodes` games.
+    2048: episodes on env seeds seed*1000 + i: mean score, 95% intervals, largest tiles and their shares.
+    backgammon: against each of BACKGAMMON_OPPONENTS, both seats: wins, draws, losses, Wilson intervals."""
+    from bench.selfplay import matmul_flops_per_s
     from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
@@ -345,11 +351,20 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
     setup = _train(game, minutes, seed, run_dir, checkpoint_minutes=minutes / 4, extra={"agent": agent})
     player = load_agent(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
+    row = {"game": game, "agent": agent, "seed": seed, "minutes": minutes, "setup_seconds": round(setup, 1),
+           "updates": summary.get("updates"), "env_steps": summary.get("env_steps"),
+           "checkpoint": str(player.checkpoint) if getattr(player, "checkpoint", None) else None,
+           "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+    if game == "backgammon":
+        for opponent in BACKGAMMON_OPPONENTS:
+            result = evaluate(player, game, opponent, episodes, seed=seed * 1000)
+            row["simulations"] = result.simulations
+            row[opponent] = {"win_rate": result.win_rate, "win_rate_ci": result.win_rate_ci, "wins": result.wins,
+                             "draws": result.draws, "losses": result.losses, "games": result.games,
+                             "per_seat": _seat_counts(result)}
+        return row
     result = evaluate(player, game, "random", episodes, seed * 1000, progress=print_episode_progress)
-    return {"game": game, "agent": agent, "seed": seed, "minutes": minutes, "setup_seconds": round(setup, 1),
-            "updates": summary.get("updates"), "env_steps": summary.get("env_steps"),
-            "checkpoint": str(player.checkpoint) if getattr(player, "checkpoint", None) else None,
-            "simulations": result.simulations, **_return_row(result)}
+    return {**row, "simulations": result.simulations, **_return_row(result)}
 
 
 GYMNAX_MINATAR = {"breakout": "Breakout-MinAtar", "asterix": "Asterix-MinAtar", "freeway": "Freeway-MinAtar",
@@ -427,10 +442,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
     parser.add_argument("--minatar-sampled", action="store_true",
                         help="MuZero: also evaluate each mark's checkpoint played as in training (moozi eval --sample)")
-    parser.add_argument("--chance-minutes", type=float, default=60.0, help="2048: minutes to train each agent")
+    parser.add_argument("--chance-minutes", type=float, default=60.0, help="2048, backgammon: minutes to train each agent")
     parser.add_argument("--chance-agents", default="stochastic_muzero,muzero",
-                        help="2048: agents to train, comma-separated (stochastic_muzero, muzero)")
-    parser.add_argument("--chance-episodes", type=int, default=100, help="2048: evaluation episodes per agent")
+                        help="2048, backgammon: agents to train, comma-separated (stochastic_muzero, muzero)")
+    parser.add_argument("--chance-episodes", type=int, default=100, help="2048: evaluation episodes per agent; backgammon: games against each opponent")
     parser.add_argument("--chance-random", action="store_true", help="2048: also a random mover on the same seeds")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
                         "(MinAtar games only, on their gymnax twins, the jitted Anakin loop), ppo-host, "
@@ -499,7 +514,7 @@ def main(argv=None) -> dict:
             for agent in chance_agents:
                 report.setdefault(game, []).append(
                     chance_game(game, agent, seed, args.chance_minutes, work, args.chance_episodes))
-            if args.chance_random:
+            if args.chance_random and game == "2048":  # backgammon plays random and pipcount anyway
                 report.setdefault(f"{game}:random", []).append(
                     dict(random_mover_2048(args.chance_episodes, seed * 1000), seed=seed))
         for game in (g for g in MINATAR_GAMES if g in games):

@@ -73,12 +73,15 @@ MINATAR = ("breakout", "space_invaders", "asterix", "seaquest", "freeway")
 MINATAR_NAMES = {"breakout": "Breakout", "space_invaders": "Space Invaders", "asterix": "Asterix",
                  "seaquest": "Seaquest", "freeway": "Freeway"}
 AGENTS = ("muzero", "ppo", "impala", "ppo-host", "impala-host")
-AGENT_NAMES = {"muzero": "MuZero", "alphazero": "AlphaZero mode", "ppo": "PPO", "impala": "IMPALA",
+AGENT_NAMES = {"muzero": "MuZero", "alphazero": "AlphaZero mode", "stochastic_muzero": "Stochastic MuZero",
+               "ppo": "PPO", "impala": "IMPALA",
                "ppo-host": "PPO, host path", "impala-host": "IMPALA, host path"}
 # connect_four's planner.play_simulations (moozi/config/presets.py): the count `load_agent` plays with.
 C4_PLAY_SIMULATIONS = 100
 # The preset's agent of each game (moozi/config/presets.py); the README's row shows that agent.
-PRESET_AGENT = {"tic_tac_toe": "muzero", "connect_four": "muzero", "go9": "alphazero", **{g: "muzero" for g in MINATAR}}
+PRESET_AGENT = {"tic_tac_toe": "muzero", "connect_four": "muzero", "go9": "alphazero", **{g: "muzero" for g in MINATAR},
+                "2048": "stochastic_muzero", "backgammon": "stochastic_muzero"}
+TILES = ("256", "512", "1024", "2048")  # the 2048 tiles whose shares the page shows
 # The investigations behind the presets' settings (docs/experiments/), linked at the page's end.
 EXPERIMENTS = [
     ("What limits Asterix, Seaquest and Freeway", "experiments/2026-11-25-minatar-asterix-seaquest-freeway.md"),
@@ -98,6 +101,7 @@ class Results:
     bench_summary: list = dataclasses.field(default_factory=list)  # (file, report)
     anakin: list = dataclasses.field(default_factory=list)  # (file, report)
     gpu: list = dataclasses.field(default_factory=list)  # (file, report)
+    chance: list = dataclasses.field(default_factory=list)  # (file, report, game, run): 2048, backgammon
 
 
 def read_files(directory: pathlib.Path = RESULTS) -> list[tuple[str, dict]]:
@@ -150,6 +154,8 @@ def _collect_learning(name: str, report: dict, results: Results) -> None:
                 results.connect_four.extend((name, report, run, mark) for mark in run["marks"])
             elif key == "go9":
                 results.go9.append((name, report, run))
+            elif key in ("2048", "2048:random", "backgammon"):
+                results.chance.append((name, report, key, run))
             elif game in MINATAR and (agent or "muzero") in AGENTS:
                 results.minatar.extend((name, report, game, agent or "muzero", run, mark) for mark in run["marks"])
             else:
@@ -298,6 +304,70 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
               f"win rate {low:.0%}-{high:.0%} (Wilson)", num(mark["minutes"], 1), "—")
     return lines, row
+
+
+def _tile_shares(run: dict) -> list[str]:
+    shares = run.get("tile_shares", {})
+    return [f"{shares.get(tile, 0.0):.0%}" for tile in TILES]
+
+
+def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
+    """2048 and backgammon (docs/stochastic.md): Stochastic MuZero, the preset's agent, beside MuZero."""
+    lines, rows = [], []
+    games = [entry for entry in results.chance if entry[2] in ("2048", "2048:random")]
+    if games:
+        lines += ["## 2048", "",
+                  "`python bench/learning.py --games 2048 [--chance-random]`: each agent trains the `2048` preset (only",
+                  "the agent differs); the checkpoint `load_agent` plays then plays 100 episodes on env seeds",
+                  "seed·1000 + i: the mean score with its 95% bootstrap interval and the share of games whose",
+                  "largest tile reached each size. A random mover plays the same seeds.", ""]
+        table_rows = []
+        for name, report, key, run in sorted(games, key=lambda g: (g[2] != "2048", g[3].get("agent", ""), g[3]["seed"])):
+            agent = "random mover" if key == "2048:random" else AGENT_NAMES[run["agent"]]
+            table_rows.append([agent, str(run["seed"]), num(run.get("minutes", 0), 1) if "minutes" in run else "—",
+                               count(run.get("updates")), count(run.get("env_steps")), str(run.get("simulations") or "—"),
+                               f"{run['mean_return']:,.0f} {interval(run['bootstrap_ci'], 0)}", *_tile_shares(run),
+                               gflops(report, run), file_link(name)])
+        lines += table(["agent", "seed", "minutes", "updates", "env steps", "simulations at play", "mean score, 95%",
+                        *(f"≥ {tile}" for tile in TILES), "matmul GFLOP/s", "file"], table_rows) + [""]
+        preset = [g for g in games if g[2] == "2048" and g[3]["agent"] == PRESET_AGENT["2048"]]
+        if preset:
+            scores = [g[3]["mean_return"] for g in preset]
+            others = [g for g in games if g[2] == "2048" and g[3]["agent"] != PRESET_AGENT["2048"]]
+            result = f"mean score {sum(scores) / len(scores):,.0f} over 100 games, 1024 tile in " + \
+                     f"{sum(g[3].get('tile_shares', {}).get('1024', 0.0) for g in preset) / len(preset):.0%}"
+            if others:
+                result += f" (MuZero: {sum(g[3]['mean_return'] for g in others) / len(others):,.0f})"
+            low = min(g[3]["bootstrap_ci"][0] for g in preset)
+            high = max(g[3]["bootstrap_ci"][1] for g in preset)
+            rows.append(Row("2048", "2048", AGENT_NAMES[PRESET_AGENT["2048"]], result, str(len(preset)),
+                            f"{low:,.0f}-{high:,.0f}", num(preset[0][3]["minutes"], 1), "—"))
+    matches = [entry for entry in results.chance if entry[2] == "backgammon"]
+    if matches:
+        lines += ["## Backgammon", "",
+                  "`python bench/learning.py --games backgammon`: each agent trains the `backgammon` preset (pgx's",
+                  "backgammon, one step per die); the checkpoint `load_agent` plays then plays 100 games, both seats,",
+                  "against a random mover and against `pipcount`, a greedy pip-count bot (docs/stochastic.md). Win",
+                  "rates with their 95% Wilson interval.", ""]
+        table_rows = []
+        for name, report, _, run in sorted(matches, key=lambda g: (g[3]["agent"], g[3]["seed"])):
+            table_rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(run["minutes"], 1),
+                               count(run.get("updates")), count(run.get("env_steps")), str(run.get("simulations") or "—"),
+                               *(f"{wdl(run[o])} of {run[o]['games']} {interval(run[o]['win_rate_ci'])}"
+                                 for o in ("random", "pipcount")),
+                               gflops(report, run), file_link(name)])
+        lines += table(["agent", "seed", "minutes", "updates", "env steps", "simulations at play",
+                        "vs random (W-D-L), win rate 95%", "vs `pipcount` (W-D-L), win rate 95%",
+                        "matmul GFLOP/s", "file"], table_rows) + [""]
+        preset = [g for g in matches if g[3]["agent"] == PRESET_AGENT["backgammon"]]
+        if preset:
+            run = preset[0][3]
+            result = (f"{run['random']['win_rate']:.0%} of {run['random']['games']} games vs random, "
+                      f"{run['pipcount']['win_rate']:.0%} vs `pipcount`")
+            low, high = run["random"]["win_rate_ci"]
+            rows.append(Row("Backgammon", "backgammon", AGENT_NAMES[PRESET_AGENT["backgammon"]], result,
+                            str(len(preset)), f"vs random {low:.0%}-{high:.0%} (Wilson)", num(run["minutes"], 1), "—"))
+    return lines, rows
 
 
 def _gnugo(run: dict) -> tuple[str, dict] | None:
@@ -513,6 +583,9 @@ def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str
     for lines, row in (tic_tac_toe_section(results), connect_four_section(results), go9_section(results)):
         sections += lines + ([""] if lines else [])
         rows += [row] if row else []
+    chance_lines, chance_rows = chance_sections(results)
+    sections += chance_lines
+    rows += chance_rows
     minatar_lines, minatar_rows = minatar_section(results, published)
     sections += minatar_lines
     rows += minatar_rows

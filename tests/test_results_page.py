@@ -135,3 +135,28 @@ def test_the_connect_four_row_shows_the_presets_agent_and_play_simulations():
     assert preset_overrides("connect_four")["planner.play_simulations"] == results_page.C4_PLAY_SIMULATIONS
     for game, agent in results_page.PRESET_AGENT.items():
         assert preset_overrides(game).get("agent", "muzero") == agent, game
+
+
+def _chance_report() -> dict:
+    def match(wins, losses):
+        games = wins + losses
+        return {"win_rate": wins / games, "win_rate_ci": list(results_page.wilson_interval(wins, games)), "wins": wins,
+                "draws": 0, "losses": losses, "games": games, "per_seat": []}
+
+    run = {"seed": 0, "minutes": 60.2, "updates": 5_000, "env_steps": 700_000, "simulations": 25}
+    return {"benchmark": "learning", "matmul_gflops": 115.0,
+            "2048": [{**run, "agent": "stochastic_muzero", "mean_return": 6_123.4, "bootstrap_ci": [5_500.0, 6_700.0],
+                      "tile_shares": {"256": 0.99, "512": 0.8, "1024": 0.31}},
+                     {**run, "agent": "muzero", "mean_return": 4_000.0, "bootstrap_ci": [3_600.0, 4_400.0],
+                      "tile_shares": {"256": 0.9, "512": 0.45, "1024": 0.04}}],
+            "backgammon": [{**run, "agent": "stochastic_muzero", "random": match(93, 7), "pipcount": match(41, 59)}]}
+
+
+def test_chance_games_add_their_sections_and_rows():
+    page, table = results_page.build([*results_page.read_files(), ("x-chance.json", _chance_report())], _published())
+    assert "## 2048" in page and "## Backgammon" in page
+    readme = "\n".join(table)
+    assert "| 2048 | Stochastic MuZero | mean score 6,123 over 100 games, 1024 tile in 31% (MuZero: 4,000) |" in readme
+    assert "| Backgammon | Stochastic MuZero | 93% of 100 games vs random, 41% vs `pipcount` |" in readme
+    assert "| 6,123 [5500, 6700] | 99% | 80% | 31% | 0% |" in page
+    assert "93-0-7 of 100" in page and "41-0-59 of 100" in page

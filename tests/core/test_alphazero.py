@@ -87,6 +87,7 @@ def test_terminal_root_acts_dummy_and_illegal_moves_get_no_mass():
     assert probs[1] == 0 and probs[5] == 0  # cells 0 and 4
 
 
+@pytest.mark.slow  # builds and steps pgx's backgammon inside the search model: ~25 s on 2 vCPUs
 def test_backgammon_signs_each_edge_by_who_moves_next():
     # pgx plays one die per step: within a turn the mover moves again (+gamma), at its end the turn
     # passes (-gamma). The perfect model reads which from the rules.
