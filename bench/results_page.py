@@ -280,26 +280,36 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
         versus = mark["mcts:1000"]
         solver = sum(seat["wins"] for seat in mark["solver"]["per_seat"])
         positions = mark["positions"]
-        rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(mark["minutes"], 1), count(mark["updates"]),
+        rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]),
+                     "best" if mark["mark"] == "best" else f"at {mark_minute(mark['mark'])} min",
+                     num(mark["minutes"], 1), count(mark["updates"]),
                      count(mark["env_steps"]), str(mark["simulations"]),
                      f"{wdl(versus)} of {versus['games']}",
                      interval(wilson_interval(versus["wins"], versus["games"])),
                      f"{solver} of {mark['solver']['games']}",
                      f"{positions['keeps_result']['all']:.3f} ({positions['random_keeps_result']['all']:.3f})",
                      gflops(report, run), file_link(name)])
-    lines += table(["agent", "seed", "minutes", "updates", "env steps", "simulations at play",
+    lines += table(["agent", "seed", "checkpoint", "minutes", "updates", "env steps", "simulations at play",
                     "vs `mcts:1000` (W-D-L)", "win rate, 95%", "wins vs `solver`",
                     "positions: keeps the result (random mover)", "matmul GFLOP/s", "file"], rows)
-    headline = [m for m in marks if m[2]["agent"] == PRESET_AGENT["connect_four"] and m[3]["simulations"] == C4_PLAY_SIMULATIONS]
+    # The headline: the checkpoint `load_agent` plays (the best one, where a file measured it) at the
+    # preset's play-time simulations, one per seed.
+    played = [m for m in marks if m[3]["simulations"] == C4_PLAY_SIMULATIONS]
+    played = [m for m in played if m[3]["mark"] == "best" or not any(
+        o[2]["seed"] == m[2]["seed"] and o[2]["agent"] == m[2]["agent"] and o[3]["mark"] == "best" for o in played)]
+    headline = [m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]]
     if not headline:
         return lines, None
     _, _, run, mark = headline[0]
     versus = mark["mcts:1000"]
-    others = [m for m in marks if m[2]["agent"] != PRESET_AGENT["connect_four"] and m[3]["simulations"] == C4_PLAY_SIMULATIONS]
+    others = [m for m in played if m[2]["agent"] != PRESET_AGENT["connect_four"]]
     result = (f"{wdl(versus)} in {versus['games']} games vs `mcts:1000`; positions {mark['positions']['keeps_result']['all']:.3f}")
-    for _, _, other_run, other in others:
-        result += (f" (`--set agent={other_run['agent']}`: {wdl(other['mcts:1000'])},"
-                   f" {other['positions']['keeps_result']['all']:.3f})")
+    for agent in sorted({m[2]["agent"] for m in others}):
+        seeds = sorted((m for m in others if m[2]["agent"] == agent), key=lambda m: m[2]["seed"])
+        result += (f" (`--set agent={agent}`, seed{'s' if len(seeds) > 1 else ''} "
+                   f"{', '.join(str(m[2]['seed']) for m in seeds)}: "
+                   + "; ".join(f"{wdl(m[3]['mcts:1000'])}, {m[3]['positions']['keeps_result']['all']:.3f}" for m in seeds)
+                   + ")")
     low, high = wilson_interval(versus["wins"], versus["games"])
     row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
               f"win rate {low:.0%}-{high:.0%} (Wilson)", num(mark["minutes"], 1), "—")

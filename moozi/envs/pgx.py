@@ -100,11 +100,6 @@ class PgxEnv:
             turns_alternate=name.removeprefix(PREFIX) not in _TURNS_REPEAT,
         )
 
-    @property
-    def library_env(self):
-        """The `pgx.Env` behind the bridge (its actions are the bridge's minus one)."""
-        return self._env
-
     def _output(self, state, reward, is_first) -> StepOutput:
         is_last = state.terminated | state.truncated
         # On last steps only the dummy is legal; pgx's all-True terminal mask is dropped.

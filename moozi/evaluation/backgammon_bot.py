@@ -22,6 +22,8 @@ negated) when the turn passes.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -70,3 +72,12 @@ def pip_count_actions(library_env, states, key) -> jax.Array:
         return jnp.argmax(jnp.where(state.legal_action_mask, scores, -jnp.inf)).astype(jnp.int32)
 
     return jax.vmap(choose)(states, jax.random.split(key, states.legal_action_mask.shape[0]))
+
+
+@functools.lru_cache(maxsize=1)
+def pip_count_policy():
+    """The bot on pgx's backgammon as one jitted `(states, key) -> library actions`, built once per process."""
+    import pgx
+
+    library_env = pgx.make("backgammon")
+    return jax.jit(lambda states, key: pip_count_actions(library_env, states, key))

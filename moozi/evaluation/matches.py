@@ -476,17 +476,16 @@ BATCH_OPPONENTS = {"random": "a uniformly random legal move",
 _BATCH_MAX_STEPS = 5_000
 
 
-def _batch_opponent(spec: str, canonical: str, env, seed: int):
+def _batch_opponent(spec: str, canonical: str, seed: int):
     kind = spec.strip().lower() if isinstance(spec, str) else spec
     if kind == "random":
         return random_opponent(seed)
     if kind == "pipcount" and canonical == "pgx:backgammon":
         import jax
 
-        from moozi.evaluation.backgammon_bot import pip_count_actions
+        from moozi.evaluation.backgammon_bot import pip_count_policy
 
-        library_env = env.env.library_env
-        choose = jax.jit(lambda states, key: pip_count_actions(library_env, states, key))
+        choose = pip_count_policy()
         keys = iter(jax.random.split(jax.random.key(seed), _BATCH_MAX_STEPS + 1))
         # +1: the bridge's action 0 is its dummy, library action a is a + 1.
         return lambda step, vector_env: np.asarray(choose(vector_env.state, next(keys))) + 1
@@ -502,7 +501,7 @@ def _evaluate_in_batch(agent, canonical: str, opponent: str, num_games: int, see
         raise MooziError(f"{canonical}: this agent cannot play a batch of games (a MuZero-family agent can)")
     env = make_vector_env(agent.config, num_games, seed)
     try:
-        choose_opponent = _batch_opponent(opponent, canonical, env, seed + 1)
+        choose_opponent = _batch_opponent(opponent, canonical, seed + 1)
         played = play_batch(batched_act, agent.variables, env, history_length=agent.config.targets.history_length,
                             obs_shape=agent.spec.obs_shape, is_two_player=True, seed=seed,
                             max_steps=_BATCH_MAX_STEPS, opponent=choose_opponent,

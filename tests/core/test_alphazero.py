@@ -100,10 +100,11 @@ def test_backgammon_signs_each_edge_by_who_moves_next():
     root = PerfectModelRoot(jax.tree.map(lambda x: x[None], state), history, jnp.asarray([False]),
                             jnp.asarray([step.to_play], jnp.int32))
     embedding = model.root(None, jax.random.PRNGKey(0), root).embedding
+    recurrent = jax.jit(model.recurrent)  # one compiled step instead of eager dispatch through pgx
     seen = set()
     for _ in range(8):  # a few checker moves of the first turns, each from the model's own state
         action = 1 + int(np.flatnonzero(np.asarray(embedding.env_state.legal_action_mask[0]))[0])
-        out, child = model.recurrent(None, jax.random.PRNGKey(4), jnp.asarray([action]), embedding)
+        out, child = recurrent(None, jax.random.PRNGKey(4), jnp.asarray([action]), embedding)
         assert not bool(child.done[0])
         same = int(child.to_play[0]) == int(embedding.to_play[0])
         seen.add(same)
