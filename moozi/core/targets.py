@@ -278,12 +278,12 @@ def assemble_targets(window: TargetWindow, *, config: TargetConfig, num_actions:
 
     bootstrap_pos = t[:, None] + jnp.asarray(off.bootstrap_values)[None, :]  # [B, K+1]
     bootstrap_valid = bootstrap_pos < T[:, None] - 1  # the last state is terminal: value 0
+    signs = None if to_play is None else turn_signs(to_play)  # [B, K+N]: s_t .. s_{t+K+N-1}
     partial, bootstrap_discount, bootstrap_value = n_step_return_parts(
         rewards, window.bootstrap_values, bootstrap_valid, td_steps=N, discount=config.discount,
-        discount_sign=discount_sign, xp=jnp, turn_signs=None if to_play is None else turn_signs(to_play)[:, :K + N])
-    turn_passes = None
-    if to_play is not None:
-        turn_passes = (turn_signs(to_play)[:, :K] < 0).astype(jnp.float32)  # past the end: masked by the loss
+        discount_sign=discount_sign, xp=jnp, turn_signs=signs)
+    # Past the end the turn targets are masked by the loss.
+    turn_passes = None if signs is None else (signs[:, :K] < 0).astype(jnp.float32)
 
     bootstrap_stacked_obs = None
     if config.bootstrap_from is BootstrapSource.TARGET_NETWORK:
