@@ -128,8 +128,8 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "planner.num_simulations": 32,
         "planner.discount": 1.0,
         "targets.discount": 1.0,
-        # A Monte-Carlo return. Turns do not strictly alternate (a player may move again), which the
-        # two-player sign of the targets and the search assumes: biased, as for MuZero (docs/stochastic.md).
+        # A Monte-Carlo return; each step's sign comes from who moves next (a turn is one step per die;
+        # docs/stochastic.md, "Turns that repeat").
         "targets.td_steps": 500,
         "env.num_envs": 32,
         "train.batch_size": 128,

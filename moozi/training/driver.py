@@ -27,6 +27,7 @@ from moozi.runs.metrics_log import MetricsLogger
 from moozi.runs.run_dir import prepare_run_dir, resumed_config
 from moozi.runs.summary import write_summary
 from moozi.training.actor_critic_loop import ActorCriticLoop
+from moozi.training.backends import WaitInterrupted
 from moozi.training.best_checkpoint import next_best, strength_score
 from moozi.training.counters import Counters
 from moozi.training.device import select_device
@@ -71,6 +72,7 @@ class Driver:
         self._best: dict | None = None  # `next_best`'s record of RUN/checkpoints/BEST
         self._last_test: dict | None = None  # the latest test of this invocation, with its update
         self._pending_test: _PendingTest | None = None  # the test in flight
+        self._dropped_test: _PendingTest | None = None  # a test given up at a stop (`_collect_test`)
         try:
             self._record_placement()
             resume_step = self._restore() if resume else None
@@ -183,7 +185,7 @@ class Driver:
             # the next test if one is due. A test never stops the loop, yet every test is taken up
             # at the same point of the run, so runs and resumed runs log the same rows in order.
             self._collect_test(last_metrics)
-            if next_test is not None and counters.updates >= next_test:
+            if next_test is not None and counters.updates >= next_test and self._dropped_test is None:
                 counters.elapsed_seconds = elapsed_before + time.monotonic() - started  # for BEST's meta
                 self._launch_test()
                 if not self.loop.tests_in_background:
@@ -203,7 +205,8 @@ class Driver:
         if self.progress:
             print(file=sys.stderr)
         self.logger.flush()
-        summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters)}
+        summary = {**last_metrics, "stop_reason": reason, "checkpoint": str(path), **dataclasses.asdict(counters),
+                   "test_dropped_at_stop": None if self._dropped_test is None else self._dropped_test.update}
         summary.update(self._summary_facts())
         write_summary(self.run_dir, summary)
         return summary
@@ -218,10 +221,21 @@ class Driver:
     def _collect_test(self, last_metrics: dict) -> None:
         """Waits for the test in flight, if any: logs it at the update it tested and keeps the tested
         parameters as the best if they are."""
-        pending, self._pending_test = self._pending_test, None
+        pending = self._pending_test
         if pending is None:
             return
-        test_metrics = self.loop.get(pending.call.metrics)
+        try:
+            test_metrics = self.loop.get(pending.call.metrics)
+        except WaitInterrupted as e:
+            # A stop came and the test has not ended within its grace (a long game, as backgammon's,
+            # can play for minutes). The test is dropped, not the iteration: the run's last iteration
+            # is checkpointed as after any stop, given a grace of its own for the roles to answer.
+            self._pending_test, self._dropped_test = None, pending
+            print(f"\n{e.reason}: the in-training test of update {pending.update} was still playing; it is "
+                  "dropped and the run's last iteration is checkpointed", file=sys.stderr)
+            self._stops.grant_grace()
+            return
+        self._pending_test = None
         self.counters.tests += 1
         self._last_test = {"update": pending.update, **test_metrics}
         self.logger.write(pending.update, test_metrics, role="test")
@@ -256,7 +270,7 @@ class Driver:
             print_progress(elapsed, self.counters, last_metrics, remaining)
 
     def close(self) -> None:
-        self.loop.close(test_in_flight=self._pending_test is not None)
+        self.loop.close(test_in_flight=self._pending_test is not None or self._dropped_test is not None)
 
 
 class _PendingTest(NamedTuple):

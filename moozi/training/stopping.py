@@ -56,6 +56,15 @@ class StopRequests:
     def arm(self, started: float) -> None:
         self._deadline = None if self.max_minutes is None else started + 60 * self.max_minutes
 
+    def grant_grace(self) -> None:
+        """A new grace from now for the waits still to come (the final checkpoint, after a wait was given
+        up on the in-training test, a role that may be slow without holding the others up)."""
+        now = time.monotonic()
+        if self._requested_at is not None:
+            self._requested_at = now
+        if self._deadline is not None:
+            self._deadline = min(self._deadline, now)
+
     def disarm(self) -> None:
         self._deadline = None
 

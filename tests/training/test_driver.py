@@ -350,6 +350,39 @@ def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_stat
     assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(expected)))
 
 
+def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_iteration(tmp_path, monkeypatch):
+    # A backgammon test can play for minutes. A stop that comes meanwhile must not cost the run the
+    # iterations since its last checkpoint (it did: the wait on the test was given up and the whole
+    # iteration in flight dropped with it). The test is dropped and cancelled instead.
+    from moozi.training.roles.testing_worker import TestingRolloutWorker
+
+    playing, ended = threading.Event(), []
+
+    def endless_test(self, params, episodes, seed):
+        playing.set()
+        ended.append(self._cancelled.wait(timeout=60))  # plays until the run cancels it
+        return {"test_win_rate": 0.0, "test_draw_rate": 0.0, "test_loss_rate": 1.0}
+
+    monkeypatch.setattr(TestingRolloutWorker, "run", endless_test)
+    config = _config(10_000 * STEPS_PER_ITERATION, **{"train.test_every_updates": "4", "train.stop_grace_seconds": "1",
+                                                      "train.checkpoint_every_minutes": "60"})
+    driver = Driver(config, tmp_path / "run", progress=False)
+    stopper = threading.Thread(target=lambda: playing.wait(120) and driver._stops.request("signal SIGTERM"), daemon=True)
+    stopper.start()
+    try:
+        summary = driver.run()
+    finally:
+        driver.close()
+    stopper.join()
+    assert ended == [True]  # cancelled, not played out
+    assert summary["stop_reason"] == "signal SIGTERM" and summary["test_dropped_at_stop"] == 4
+    # The checkpoint is the run's last iteration (with the stop given up on, none would have been written).
+    meta = json.loads((latest_checkpoint(tmp_path / "run") / "meta.json").read_text())
+    assert meta["counters"]["iteration"] == summary["iteration"] and meta["counters"]["updates"] == summary["updates"] >= 4
+    assert meta["counters"]["tests"] == 0
+    assert not [row for row in read_metrics(tmp_path / "run") if row.get("role") == "test"]
+
+
 def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_directory_exists(tmp_path, monkeypatch):
     from moozi.training import replay_memory
 
