@@ -24,7 +24,7 @@ from moozi.core.stochastic_network import make_stochastic_network
 from moozi.core.stochastic_planner import make_stochastic_planner
 from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
-from moozi.envs.action_planes import action_planes
+from moozi.envs.action_planes import action_features, action_planes
 from moozi.envs.jax_vector import JaxVectorEnv
 from moozi.envs.registry import is_jax_native, make_env, resolve_game_name
 from moozi.envs.vector import VectorEnv
@@ -153,7 +153,7 @@ def build_network(config: Config, spec: EnvSpec) -> Network:
 def _network(network_config, spec: EnvSpec, history_length: int, num_chance_outcomes: int | None,
              predicts_turns: bool) -> Network:
     shapes = dict(obs_shape=spec.obs_shape, history_length=history_length, num_actions=spec.num_actions,
-                  action_planes=action_planes(spec))
+                  action_planes=action_planes(spec), action_features=action_features(spec))
     if num_chance_outcomes is not None:
         return make_stochastic_network(network_config, num_chance_outcomes=num_chance_outcomes,
                                        predicts_turns=predicts_turns, **shapes)

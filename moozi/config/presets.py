@@ -119,6 +119,8 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
     "backgammon": {
         "agent": "stochastic_muzero",
         "network.kind": "mlp",  # pgx's observation is a vector of 34
+        # The dynamics sees each checker move's source, die and target (docs/stochastic.md, "Backgammon").
+        "network.mlp_action_features": True,
         # Outcomes: +-1 a single game, +-2 a gammon, +-3 a backgammon.
         "network.support.min_value": -3,
         "network.support.max_value": 3,
@@ -126,6 +128,9 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "network.normalization": "layer",
         "loss.value_coef": 1.0,
         "planner.num_simulations": 32,
+        # 32 PUCT simulations over 5-20 legal checker moves mostly repeat the prior; the completed-Q
+        # target moves it towards the moves the search values (docs/stochastic.md, "Backgammon").
+        "planner.policy_target": "completed_q",
         "planner.discount": 1.0,
         "targets.discount": 1.0,
         # A Monte-Carlo return; each step's sign comes from who moves next (a turn is one step per die;

@@ -83,6 +83,11 @@ class NetworkConfig:
     # resnet: where the game has an action map (moozi/envs/action_planes.py), the dynamics function
     # also sees the board cells the action acts on, as MuZero encodes board-game actions.
     spatial_actions: bool = True
+    # mlp: where a vector-observed game describes its actions by their parts (action_planes.py's
+    # `action_features`; backgammon: source, die, target), the dynamics function also sees those.
+    # Off by default so that runs saved before it existed load unchanged; the backgammon preset
+    # turns it on (docs/stochastic.md, "Backgammon").
+    mlp_action_features: bool = False
     # resnet: MuZero's Atari downsampling before h's blocks (two stride-2 convolutions with a residual
     # block after each, then two stride-2 average pools): a 84x84 frame becomes a 6x6 hidden state,
     # which the search and the unroll can afford. Board games keep their full resolution.
@@ -339,13 +344,29 @@ class _MlpPrediction(nn.Module):
         return value_logits, policy_logits
 
 
+def encode_mlp_action(action, num_actions: int, action_features, dtype):
+    """An MLP dynamics function's view of the action [B]: its one-hot, and its features where the game
+    has them (moozi/envs/action_planes.py's `action_features`, as nested tuples) -> [B, A (+ F)]."""
+    encoded = jax.nn.one_hot(action, num_actions, dtype=dtype)
+    if action_features is None:
+        return encoded
+    return jnp.concatenate([encoded, jnp.asarray(action_features, dtype)[action]], -1)
+
+
+def static_table(array):
+    """A [N, F] array as nested tuples: a module attribute that stays hashable and static under jit."""
+    return None if array is None else tuple(tuple(row) for row in np_asarray(array).tolist())
+
+
 class _MlpDynamics(nn.Module):
     config: NetworkConfig
     num_actions: int
+    action_features: Any = None  # [A, F] nested tuples, or None
 
     @nn.compact
     def __call__(self, hidden_state, action, train: bool):  # [B, D], [B] -> [B, D], [B, Z]
-        x = jnp.concatenate([hidden_state, jax.nn.one_hot(action, self.num_actions, dtype=hidden_state.dtype)], -1)
+        x = jnp.concatenate([hidden_state, encode_mlp_action(action, self.num_actions, self.action_features,
+                                                             hidden_state.dtype)], -1)
         for size in self.config.mlp_hidden_sizes:
             x = _DenseBnRelu(self.config, size)(x, train)
         x = _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)
@@ -374,6 +395,7 @@ class _MuZeroModel(nn.Module):
     num_actions: int
     action_planes: Any = None
     predicts_turns: bool = False  # a "the turn passes" logit on every state the dynamics makes (turns may repeat)
+    action_features: Any = None  # [A, F] nested tuples (an MLP's dynamics), or None
 
     def setup(self):
         if self.predicts_turns:
@@ -386,7 +408,7 @@ class _MuZeroModel(nn.Module):
         else:
             self.representation = _MlpRepresentation(self.config)
             self.prediction = _MlpPrediction(self.config, self.num_actions)
-            self.dynamics = _MlpDynamics(self.config, self.num_actions)
+            self.dynamics = _MlpDynamics(self.config, self.num_actions, self.action_features)
             self.projection = _MlpProjection(self.config)
 
     def _scale(self, x):
@@ -484,12 +506,14 @@ def model_calls(model):
 
 def make_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
-    action_planes=None, predicts_turns: bool = False,
+    action_planes=None, predicts_turns: bool = False, action_features=None,
 ) -> Network:
     """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions.
 
     `action_planes` [A, H, W] (moozi/envs/action_planes.py) marks the cells each action acts on;
-    the resnet's dynamics function sees them when `config.spatial_actions` is on. `predicts_turns`:
+    the resnet's dynamics function sees them when `config.spatial_actions` is on. `action_features`
+    [A, F] (vector-observed games) describe each action by its parts; an MLP's dynamics function sees
+    them beside the one-hot when `config.mlp_action_features` is on. `predicts_turns`:
     recurrent inference also gives `turn_logit` (games whose turns may repeat)."""
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
@@ -504,7 +528,8 @@ def make_network(
     if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
         # Nested tuples: a module attribute that stays hashable and static under jit.
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    model = _MuZeroModel(config, num_actions, planes, predicts_turns)
+    features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
+    model = _MuZeroModel(config, num_actions, planes, predicts_turns, features)
     M = _MuZeroModel
     init, acting, training = model_calls(model)
 

@@ -40,6 +40,7 @@ class SearchPolicy(enum.Enum):
 
 
 PASS_RULES = ("search", "after_opponent_if_ahead")  # planner.play_pass_rule (moozi/play/pass_rule.py)
+POLICY_TARGETS = ("visits", "completed_q")  # planner.policy_target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +83,17 @@ class PlannerConfig:
     discount: float = 0.997
     """gamma per env step, e.g. 0.997 for Atari-like games and 1.0 for board games. The sign for
     two-player games is not part of it: `search_discount` multiplies it by `EnvSpec.discount_sign`."""
+    policy_target: Literal["visits", "completed_q"] = "visits"
+    """MuZero's PUCT search only: the policy target p*_t it gives training. "visits": the root's
+    visit distribution (MuZero). "completed_q": Gumbel MuZero's improved policy
+    softmax(prior logits + σ(completed Q)) (Danihelka et al., 2022), read from the same tree, with
+    the root's prior logits before their Dirichlet noise (mctx's completion still weighs the visited
+    moves' Q by the tree's noisy prior for the value it gives unvisited ones). With few simulations per legal move the visits
+    mostly repeat the prior, so a prior that starts wrong stays wrong; the completed Q-values move
+    it towards the moves the search values. The acted action is still drawn from the visits.
+    Gumbel MuZero's target is always its completed-Q policy."""
     min_value_range: float = 1e-8
-    """Gumbel MuZero only, in value units: the smallest spread of a node's completed Q-values that
+    """Gumbel MuZero and `policy_target="completed_q"`, in value units: the smallest spread of a node's completed Q-values that
     the min-max rescaling to [0, 1] divides by (mctx's `epsilon`). With mctx's default (1e-8) any
     difference, however small next to the game's rewards, is stretched to the whole [0, 1] range
     and becomes a ~5-logit bonus in the policy target and the acted action, so noise in the learned
@@ -119,6 +129,8 @@ class PlannerConfig:
             raise MooziError(f"planner.gumbel_scale must be >= 0, got {self.gumbel_scale}")
         if not 0.0 <= self.discount <= 1.0:
             raise MooziError(f"planner.discount must be in [0, 1], got {self.discount}")
+        if self.policy_target not in POLICY_TARGETS:
+            raise MooziError(f"planner.policy_target={self.policy_target!r}; allowed: {', '.join(POLICY_TARGETS)}")
         if not self.min_value_range > 0.0:
             raise MooziError(f"planner.min_value_range must be > 0, got {self.min_value_range}")
 
@@ -325,7 +337,7 @@ def run_search(
     root = model.root(params, root_rng, root_input)
     invalid = legal_to_invalid(legal_actions)  # [B, A]
     if config.search_policy is SearchPolicy.MUZERO:
-        return mctx.muzero_policy(
+        output = mctx.muzero_policy(
             params,
             search_rng,
             root,
@@ -339,6 +351,7 @@ def run_search(
             pb_c_base=float(config.pb_c_base),
             temperature=float(config.temperature),
         )
+        return with_policy_target(config, output, root.prior_logits, invalid)
     if config.search_policy is SearchPolicy.GUMBEL_MUZERO:
         return mctx.gumbel_muzero_policy(
             params,
@@ -352,6 +365,20 @@ def run_search(
             qtransform=functools.partial(mctx.qtransform_completed_by_mix_value, epsilon=float(config.min_value_range)),
         )
     raise MooziError(f"unknown search policy {config.search_policy!r}")
+
+
+def with_policy_target(config: PlannerConfig, output: mctx.PolicyOutput, prior_logits: Array, invalid: Array) -> mctx.PolicyOutput:
+    """A PUCT search's output with the policy target `config.policy_target` asks for as its
+    `action_weights`: the visits as mctx gives them, or softmax(prior_logits + σ(completed Q)) at the
+    root, σ and the completion as in Gumbel MuZero (`prior_logits` [B, A]: the root's, before noise)."""
+    if config.policy_target == "visits":
+        return output
+    tree = output.search_tree
+    qtransform = functools.partial(mctx.qtransform_completed_by_mix_value, epsilon=float(config.min_value_range))
+    completed = jax.vmap(qtransform, in_axes=[0, None])(tree, tree.ROOT_INDEX)  # [B, A]
+    logits = prior_logits - jnp.max(prior_logits, axis=-1, keepdims=True)
+    logits = jnp.where(invalid, jnp.finfo(logits.dtype).min, logits + completed)
+    return output.replace(action_weights=jax.nn.softmax(logits, axis=-1))
 
 
 def tree_max_depth(tree: mctx.Tree) -> Array:

@@ -50,9 +50,11 @@ from moozi.core.network import (
     _ResPrediction,
     _ResProjection,
     _ResRepresentation,
+    encode_mlp_action,
     finish_hidden_state,
     make_network,
     model_calls,
+    static_table,
     turn_head_logit,
 )
 from moozi.core.scalar import logits_to_scalar
@@ -168,11 +170,12 @@ class _MlpTrunk(nn.Module):
 class _MlpAfterstateDynamics(nn.Module):
     config: NetworkConfig
     num_actions: int
+    action_features: Any = None  # as in network.py's _MlpDynamics
 
     @nn.compact
     def __call__(self, hidden_state, action, train: bool):  # [B, D], [B] -> [B, D]
-        one_hot = jax.nn.one_hot(action, self.num_actions, dtype=hidden_state.dtype)
-        return _MlpTrunk(self.config)(jnp.concatenate([hidden_state, one_hot], -1), train)
+        encoded = encode_mlp_action(action, self.num_actions, self.action_features, hidden_state.dtype)
+        return _MlpTrunk(self.config)(jnp.concatenate([hidden_state, encoded], -1), train)
 
 
 class _MlpChanceDynamics(nn.Module):
@@ -204,6 +207,7 @@ class _StochasticMuZeroModel(nn.Module):
     num_chance_outcomes: int
     action_planes: Any = None
     predicts_turns: bool = False  # a "the turn passes" logit on every state g makes (turns may repeat)
+    action_features: Any = None  # as in network.py's _MuZeroModel
 
     def setup(self):
         if self.predicts_turns:
@@ -220,7 +224,7 @@ class _StochasticMuZeroModel(nn.Module):
         else:
             self.representation = _MlpRepresentation(self.config)
             self.prediction = _MlpPrediction(self.config, self.num_actions)
-            self.afterstate_dynamics = _MlpAfterstateDynamics(self.config, self.num_actions)
+            self.afterstate_dynamics = _MlpAfterstateDynamics(self.config, self.num_actions, self.action_features)
             self.afterstate_prediction = _MlpPrediction(self.config, self.num_chance_outcomes)
             self.dynamics = _MlpChanceDynamics(self.config)
             self.encoder = _MlpChanceEncoder(self.config, self.num_chance_outcomes)
@@ -316,11 +320,12 @@ class StochasticNetwork:
 
 def make_stochastic_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
-    num_chance_outcomes: int, action_planes=None, predicts_turns: bool = False,
+    num_chance_outcomes: int, action_planes=None, predicts_turns: bool = False, action_features=None,
 ) -> StochasticNetwork:
     """Builds the model for frames of `obs_shape`, L = history_length, A = num_actions, C = num_chance_outcomes.
 
-    `action_planes` as in `make_network` (the resnet's φ sees the cells each action acts on).
+    `action_planes` and `action_features` as in `make_network` (φ sees the cells each action acts on,
+    or the action's parts).
     `predicts_turns`: g also gives `turn_logit`, whether the player to move changed (games whose
     turns may repeat; the search signs each step's value with it)."""
     if num_chance_outcomes < 1:
@@ -330,7 +335,8 @@ def make_stochastic_network(
     planes = None
     if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
         planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes, predicts_turns)
+    features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
+    model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes, predicts_turns, features)
     M = _StochasticMuZeroModel
     init, acting, training = model_calls(model)
 

@@ -44,6 +44,7 @@ from moozi.core.planner import (
     step_discount,
     summarize,
     tree_max_depth,
+    with_policy_target,
 )
 from moozi.core.types import Array
 from moozi.envs.base import DUMMY_ACTION
@@ -156,20 +157,22 @@ def run_stochastic_search(
     _require_puct(config)
     root_rng, search_rng = jax.random.split(rng)
     root = model.root(params, root_rng, root_input)
-    return mctx.stochastic_muzero_policy(
+    invalid = legal_to_invalid(legal_actions)
+    output = mctx.stochastic_muzero_policy(
         params,
         search_rng,
         root,
         model.decision,
         model.chance,
         num_simulations=config.num_simulations,
-        invalid_actions=legal_to_invalid(legal_actions),
+        invalid_actions=invalid,
         dirichlet_fraction=float(config.dirichlet_fraction),
         dirichlet_alpha=float(config.dirichlet_alpha),
         pb_c_init=float(config.pb_c_init),
         pb_c_base=float(config.pb_c_base),
         temperature=float(config.temperature),
     )
+    return with_policy_target(config, output, root.prior_logits, invalid)
 
 
 def summarize_stochastic(config: PlannerConfig, policy_output: mctx.PolicyOutput) -> PlannerOutput:

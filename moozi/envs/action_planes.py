@@ -12,6 +12,14 @@ plane is all zeros.
 `action_planes(spec)` is [A, H, W] float32 for the games below, None for others.
 Each map is checked against the bridge's own observation in tests (the piece a
 move adds appears inside its plane).
+
+Games observed as a vector have no cells to mark. Where such a game's action
+is a move from one place to another, `action_features(spec)` [A, F] describes
+each action by its parts, which an MLP's dynamics function sees beside the
+action's one-hot: pgx's backgammon numbers 156 checker moves (6 · source +
+die), and a one-hot of 156 leaves the dynamics to learn each move's effect on
+the board separately, while (source, die, target) one-hots share what moving a
+checker off a point, or onto one, does across every move that does it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,40 @@ _MAPS = {
     "openspiel:tic_tac_toe": lambda: _cells(3, 3),
     "pgx:tic_tac_toe": lambda: _cells(3, 3),
 }
+
+
+def _backgammon_moves() -> np.ndarray:
+    # pgx: library action = 6 * source + (die - 1), source 0 = no move, 1 = the bar, 2 + p = point p
+    # (0..23, from the mover's side; the mover runs from 0 to 23 and bears off past 23). A checker
+    # from the bar enters on point die - 1. Features: source (26), die (6), target (point 0..23 or
+    # off: 25); the dummy action (row 0) and the no-move actions have no target.
+    features = np.zeros((1 + 26 * 6, 26 + 6 + 25), np.float32)
+    for library_action in range(26 * 6):
+        row = features[library_action + 1]
+        source, die = divmod(library_action, 6)
+        die += 1
+        row[source] = 1.0
+        row[26 + die - 1] = 1.0
+        if source == 0:
+            continue
+        target = die - 1 if source == 1 else min(source - 2 + die, 24)
+        row[32 + target] = 1.0
+    return features
+
+
+_FEATURES = {"pgx:backgammon": _backgammon_moves}
+
+
+def action_features(spec: EnvSpec) -> np.ndarray | None:
+    """[A, F]: each action of a vector-observed game described by its parts, or None where the game has none."""
+    make = _FEATURES.get(spec.name)
+    if make is None:
+        return None
+    features = make()
+    if features.shape[0] != spec.num_actions:
+        raise ValueError(f"the action features of {spec.name} have {features.shape[0]} rows, the spec has "
+                         f"{spec.num_actions} actions")
+    return features
 
 
 def action_planes(spec: EnvSpec) -> np.ndarray | None:

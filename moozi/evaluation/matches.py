@@ -476,7 +476,8 @@ BATCH_OPPONENTS = {"random": "a uniformly random legal move",
 _BATCH_MAX_STEPS = 5_000
 
 
-def _batch_opponent(spec: str, canonical: str, seed: int):
+def batch_opponent(spec: str, canonical: str, seed: int):
+    """The opponent policy `spec` names (`BATCH_OPPONENTS`) for a game played in moozi's own batch."""
     kind = spec.strip().lower() if isinstance(spec, str) else spec
     if kind == "random":
         return random_opponent(seed)
@@ -501,7 +502,7 @@ def _evaluate_in_batch(agent, canonical: str, opponent: str, num_games: int, see
         raise MooziError(f"{canonical}: this agent cannot play a batch of games (a MuZero-family agent can)")
     env = make_vector_env(agent.config, num_games, seed)
     try:
-        choose_opponent = _batch_opponent(opponent, canonical, seed + 1)
+        choose_opponent = batch_opponent(opponent, canonical, seed + 1)
         played = play_batch(batched_act, agent.variables, env, history_length=agent.config.targets.history_length,
                             obs_shape=agent.spec.obs_shape, is_two_player=True, seed=seed,
                             max_steps=_BATCH_MAX_STEPS, opponent=choose_opponent,

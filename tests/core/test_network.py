@@ -214,3 +214,30 @@ def test_mlp_convolution_reads_the_planes_before_the_dense_layers():
 def test_negative_mlp_convolution_channels_are_refused():
     with pytest.raises(MooziError, match="network.mlp_conv_channels"):
         NetworkConfig(kind="mlp", mlp_conv_channels=-1)
+
+
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_mlp_dynamics_sees_the_action_features_only_when_asked(stochastic):
+    # Backgammon's checker moves described by their parts (moozi/envs/action_planes.py): the first
+    # dense layer of the dynamics (MuZero's g, Stochastic MuZero's φ) reads them beside the one-hot
+    # when network.mlp_action_features is on, and the parameters are as before when it is off
+    # (runs saved before the flag load unchanged).
+    from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
+    from moozi.config import build_config
+    from moozi.envs.action_planes import action_features
+
+    tiny = {"network.mlp_hidden_sizes": "8", "network.mlp_hidden_state_size": "4", "network.head_hidden": "4"}
+    if not stochastic:
+        tiny["agent"] = "muzero"
+    widths = {}
+    for flag in ("false", "true"):
+        config = build_config("backgammon", overrides={**tiny, "network.mlp_action_features": flag})
+        spec = env_spec(config)
+        variables = build_network(config, spec).init(seed_key(0, 0), example_stacked_obs(config, spec))
+        name = "afterstate_dynamics" if stochastic else "dynamics"
+        kernels = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(variables["params"][name])[0]
+                   if "kernel" in jax.tree_util.keystr(path)]
+        widths[flag] = kernels[0].shape[0]
+    features = action_features(spec)
+    assert widths["false"] == 4 + spec.num_actions
+    assert widths["true"] == 4 + spec.num_actions + features.shape[1]

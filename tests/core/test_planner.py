@@ -132,6 +132,31 @@ def test_gumbel_policy_target_stretches_q_differences_only_up_to_the_floor(min_v
         assert np.asarray(out.action_probs)[:, 3].min() > 0.9
 
 
+def test_puct_completed_q_target_is_the_improved_policy_of_the_prior_before_its_noise():
+    # PUCT with root Dirichlet noise and policy_target="completed_q": p* = softmax(prior logits +
+    # σ(completed Q)), σ(completed Q) as mctx's Gumbel MuZero computes it, the prior taken before
+    # the noise (uniform here, while the tree's root prior is noisy). The visits stay mctx's.
+    import mctx
+
+    config = dataclasses.replace(EXPLORING, policy_target="completed_q")
+    tree_out, out = plan_with(config, bandit_variables(BANDIT_REWARDS), 5, legal_without_dummy())
+    tree = tree_out.search_tree
+    noisy_prior = jax.nn.softmax(tree.children_prior_logits[:, tree.ROOT_INDEX, 1:], axis=-1)
+    assert np.abs(np.asarray(noisy_prior) - 0.25).max() > 0.01  # the search saw the noise
+    completed = jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=[0, None])(tree, tree.ROOT_INDEX)
+    expected = jax.nn.softmax(np.asarray(completed)[:, 1:], axis=-1)  # + uniform logits
+    np.testing.assert_array_equal(np.asarray(out.action_probs)[:, 0], 0.0)
+    np.testing.assert_allclose(np.asarray(out.action_probs)[:, 1:], expected, rtol=1e-4, atol=1e-6)
+    # Where the best arm (3, r = 1) was visited at all, it is the target's first choice (the noise
+    # kept PUCT from ever trying it in some rows).
+    seen = np.asarray(tree.summary().visit_counts)[:, 3] > 0
+    assert seen.sum() >= 4
+    np.testing.assert_array_equal(np.argmax(np.asarray(out.action_probs), -1)[seen], 3)
+    # The default target is the visit distribution of the same search.
+    visits_out, by_visits = plan_with(EXPLORING, bandit_variables(BANDIT_REWARDS), 5, legal_without_dummy())
+    np.testing.assert_allclose(by_visits.action_probs, visits_out.search_tree.summary().visit_probs, rtol=1e-6)
+
+
 def test_a_floor_below_the_spread_changes_nothing():
     # BANDIT_REWARDS spread 1.8 > 1.0: the rescaling divides by the spread either way.
     default = plan_with(GUMBEL_GREEDY, bandit_variables(BANDIT_REWARDS), 4, legal_without_dummy())[1]
@@ -285,6 +310,7 @@ class UtilitiesTest(chex.TestCase):
         ("gumbel_scale", -1.0),
         ("discount", 1.5),
         ("min_value_range", 0.0),
+        ("policy_target", "values"),
     ],
 )
 def test_config_rejects_bad_values(field, value):

@@ -1,0 +1,31 @@
+"""bench/backgammon_probe.py plays each way of choosing a move, both seats, on an untrained agent."""
+
+import pytest
+
+from bench.backgammon_probe import WAYS, main, probe
+from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
+from moozi.config import build_config
+from moozi.core.train_step import agent_variables, init_train_state
+from moozi.play.trained_agent import Agent
+
+
+@pytest.mark.slow  # four ways, two opponents: eight batches of whole backgammon games
+def test_every_way_finishes_its_games_from_both_seats():
+    config = build_config("backgammon", overrides={"planner.num_simulations": "2", "network.mlp_hidden_sizes": "16",
+                                                   "network.mlp_hidden_state_size": "8", "network.head_hidden": "8"})
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    state = init_train_state(network, config.optimizer, seed_key(0, 0), example_stacked_obs(config, spec))
+    rows = probe(Agent(config, agent_variables(state, "online")), games=4)
+    assert [(r["way"], r["opponent"]) for r in rows] == [(w, o) for w in WAYS for o in ("random", "pipcount")]
+    for row in rows:
+        assert row["finished"] == 4 and 0 <= row["wins"] == sum(row["wins_by_seat"]) <= 4
+        assert all(0 <= w <= 2 for w in row["wins_by_seat"])
+        low, high = row["win_rate_ci95"]
+        assert 0.0 <= low <= row["wins"] / 4 <= high <= 1.0
+
+
+def test_unknown_ways_are_named(capsys):
+    with pytest.raises(SystemExit):
+        main(["some-run", "--ways", "search,rollout"])
+    assert "--ways: unknown rollout; known: search, prior, afterstate, next_position" in capsys.readouterr().err
