@@ -116,6 +116,9 @@ class ActorCriticLoop:
         metrics = {"test_return": float(np.mean(returns)), "test_return_std": float(np.std(returns))}
         return TestCall(metrics, self.trainer.learner_tree() if keep_state else None)
 
+    def cancel_test(self) -> None:
+        pass  # its tests run when launched: none is ever in flight
+
     def close(self, test_in_flight: bool) -> None:
         close = getattr(self.trainer, "close", None)
         if close is not None:

@@ -231,6 +231,7 @@ class Driver:
             # can play for minutes). The test is dropped, not the iteration: the run's last iteration
             # is checkpointed as after any stop, given a grace of its own for the roles to answer.
             self._pending_test, self._dropped_test = None, pending
+            self.loop.cancel_test()
             print(f"\n{e.reason}: the in-training test of update {pending.update} was still playing; it is "
                   "dropped and the run's last iteration is checkpointed", file=sys.stderr)
             self._stops.grant_grace()

@@ -49,6 +49,9 @@ class TrainingLoop(Protocol):
 
     def launch_test(self, seed: int, keep_state: bool) -> TestCall: ...
 
+    def cancel_test(self) -> None:
+        """Ends the test in flight at its next step; its result will not be read (a stop gave up on it)."""
+
     def get(self, value: Any) -> Any:
         """The value of what `launch_test` returned (a backend future or a value)."""
 

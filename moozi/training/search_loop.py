@@ -225,6 +225,11 @@ class SearchLoop:
         state = self.parameter_optimizer.call(ParameterOptimizer.get_state) if keep_state else None
         return TestCall(metrics, state)
 
+    def cancel_test(self) -> None:
+        # A Ray tester's call cannot be ended from here: its actor is killed when the run closes.
+        if self.backend.kind == "inline":
+            self.tester.obj.cancel()
+
     # --- lost workers ------------------------------------------------------------------------
     def _worker_get(self, i: int, future):
         """The value of training worker i's `future`, or None if the worker's process (or its node)

@@ -63,7 +63,7 @@ class StopRequests:
         if self._requested_at is not None:
             self._requested_at = now
         if self._deadline is not None:
-            self._deadline = min(self._deadline, now)
+            self._deadline = now  # past --max-minutes: the waits give up a grace from now
 
     def disarm(self) -> None:
         self._deadline = None

@@ -350,10 +350,14 @@ def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_stat
     assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(expected)))
 
 
-def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_iteration(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stop", ["SIGTERM", "max_minutes"])
+def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_iteration(tmp_path, monkeypatch, stop):
     # A backgammon test can play for minutes. A stop that comes meanwhile must not cost the run the
     # iterations since its last checkpoint (it did: the wait on the test was given up and the whole
     # iteration in flight dropped with it). The test is dropped and cancelled instead.
+    import time
+
+    import moozi.training.driver as driver_module
     from moozi.training.roles.testing_worker import TestingRolloutWorker
 
     playing, ended = threading.Event(), []
@@ -364,10 +368,22 @@ def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_itera
         return {"test_win_rate": 0.0, "test_draw_rate": 0.0, "test_loss_rate": 1.0}
 
     monkeypatch.setattr(TestingRolloutWorker, "run", endless_test)
-    config = _config(10_000 * STEPS_PER_ITERATION, **{"train.test_every_updates": "4", "train.stop_grace_seconds": "1",
-                                                      "train.checkpoint_every_minutes": "60"})
+    config = _config(10_000 * STEPS_PER_ITERATION, **{"train.test_every_updates": "4", "train.stop_grace_seconds": "2",
+                                                      "train.checkpoint_every_minutes": "60", "train.max_minutes": "60"})
     driver = Driver(config, tmp_path / "run", progress=False)
-    stopper = threading.Thread(target=lambda: playing.wait(120) and driver._stops.request("signal SIGTERM"), daemon=True)
+    # --max-minutes, reached at once when the test starts: the loop's limit and the waits' deadline.
+    limit = driver_module.limit_reached
+    monkeypatch.setattr(driver_module, "limit_reached",
+                        lambda *args: "max_minutes" if stop == "max_minutes" and playing.is_set() else limit(*args))
+
+    def stop_once_the_test_plays():
+        if playing.wait(120):
+            if stop == "SIGTERM":
+                driver._stops.request("signal SIGTERM")
+            else:
+                driver._stops._deadline = time.monotonic()
+
+    stopper = threading.Thread(target=stop_once_the_test_plays, daemon=True)
     stopper.start()
     try:
         summary = driver.run()
@@ -375,7 +391,8 @@ def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_itera
         driver.close()
     stopper.join()
     assert ended == [True]  # cancelled, not played out
-    assert summary["stop_reason"] == "signal SIGTERM" and summary["test_dropped_at_stop"] == 4
+    assert summary["stop_reason"] == ("signal SIGTERM" if stop == "SIGTERM" else "max_minutes")
+    assert summary["test_dropped_at_stop"] == 4
     # The checkpoint is the run's last iteration (with the stop given up on, none would have been written).
     meta = json.loads((latest_checkpoint(tmp_path / "run") / "meta.json").read_text())
     assert meta["counters"]["iteration"] == summary["iteration"] and meta["counters"]["updates"] == summary["updates"] >= 4
