@@ -371,12 +371,18 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
                         "matmul GFLOP/s", "file"], table_rows) + [""]
         preset = [g for g in matches if g[3]["agent"] == PRESET_AGENT["backgammon"]]
         if preset:
-            run = preset[0][3]
-            result = (f"{run['random']['win_rate']:.0%} of {run['random']['games']} games vs random, "
-                      f"{run['pipcount']['win_rate']:.0%} vs `pipcount`")
-            low, high = run["random"]["win_rate_ci"]
+            runs = [g[3] for g in preset]
+
+            def mean_rate(opponent):
+                return sum(run[opponent]["win_rate"] for run in runs) / len(runs)
+
+            games = runs[0]["random"]["games"]
+            result = f"{mean_rate('random'):.0%} of {games} games vs random, {mean_rate('pipcount'):.0%} vs `pipcount`"
+            low = min(run["random"]["win_rate_ci"][0] for run in runs)
+            high = max(run["random"]["win_rate_ci"][1] for run in runs)
+            spread = "(Wilson)" if len(runs) == 1 else "(Wilson, lowest and highest seed)"
             rows.append(Row("Backgammon", "backgammon", AGENT_NAMES[PRESET_AGENT["backgammon"]], result,
-                            str(len(preset)), f"vs random {low:.0%}-{high:.0%} (Wilson)", num(run["minutes"], 1), "—"))
+                            str(len(runs)), f"vs random {low:.0%}-{high:.0%} {spread}", num(runs[0]["minutes"], 1), "—"))
     return lines, rows
 
 

@@ -153,7 +153,9 @@ def _chance_report() -> dict:
 
 
 def test_chance_games_add_their_sections_and_rows():
-    page, table = results_page.build([*results_page.read_files(), ("x-chance.json", _chance_report())], _published())
+    # The made-up report alone among the chance games (the committed ones would enter the averages).
+    files = [f for f in results_page.read_files() if "2048" not in f[1] and "backgammon" not in f[1]]
+    page, table = results_page.build([*files, ("x-chance.json", _chance_report())], _published())
     assert "## 2048" in page and "## Backgammon" in page
     readme = "\n".join(table)
     assert "| 2048 | Stochastic MuZero | mean score 6,123 over 100 games, 1024 tile in 31% (MuZero: 4,000) |" in readme
