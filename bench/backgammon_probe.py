@@ -88,8 +88,9 @@ def _ways(agent) -> dict:
     return {"search": agent.batched_act, "prior": prior, "afterstate": afterstate, "next_position": next_position}
 
 
-def probe(agent, games: int, ways=WAYS, seed: int = 7) -> list[dict]:
-    """One row per (way, opponent): the agent's wins over `games` games, game i in seat i % 2."""
+def probe(agent, games: int, ways=WAYS, seed: int = 7, max_steps: int = 5000) -> list[dict]:
+    """One row per (way, opponent): the agent's wins over `games` games, game i in seat i % 2 (a game
+    still going after `max_steps` steps counts as unfinished, not won)."""
     if agent.config.targets.history_length != 1:
         raise ValueError("the probe values single positions: a run with targets.history_length=1 (the preset's)")
     acts, rows = _ways(agent), []
@@ -99,7 +100,7 @@ def probe(agent, games: int, ways=WAYS, seed: int = 7) -> list[dict]:
             env = make_vector_env(agent.config, games, seed)
             try:
                 played = play_batch(acts[way], agent.variables, env, history_length=agent.config.targets.history_length,
-                                    obs_shape=agent.spec.obs_shape, is_two_player=True, seed=seed, max_steps=5000,
+                                    obs_shape=agent.spec.obs_shape, is_two_player=True, seed=seed, max_steps=max_steps,
                                     opponent=batch_opponent(opponent, "pgx:backgammon", seed + 1),
                                     needs_env_state=True)
             finally:
