@@ -358,6 +358,17 @@ def static_table(array):
     return None if array is None else tuple(tuple(row) for row in np_asarray(array).tolist())
 
 
+def dynamics_action_maps(config: NetworkConfig, action_planes, action_features):
+    """(planes, features) the dynamics function sees, as nested tuples (module attributes that stay
+    hashable and static under jit), or None where the config does not use them."""
+    planes = None
+    # Action planes mark board cells; a downsampled hidden state has no cells to mark.
+    if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
+        planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
+    features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
+    return planes, features
+
+
 class _MlpDynamics(nn.Module):
     config: NetworkConfig
     num_actions: int
@@ -523,12 +534,7 @@ def make_network(
         hidden_state_shape = (height, width, config.channels)
     else:
         hidden_state_shape = (config.mlp_hidden_state_size,)
-    planes = None
-    # Action planes mark board cells; a downsampled hidden state has no cells to mark.
-    if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
-        # Nested tuples: a module attribute that stays hashable and static under jit.
-        planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
+    planes, features = dynamics_action_maps(config, action_planes, action_features)
     model = _MuZeroModel(config, num_actions, planes, predicts_turns, features)
     M = _MuZeroModel
     init, acting, training = model_calls(model)

@@ -34,7 +34,6 @@ from typing import Any, Callable, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from numpy import asarray as np_asarray
 
 from moozi.core.network import (
     NetworkConfig,
@@ -50,11 +49,11 @@ from moozi.core.network import (
     _ResPrediction,
     _ResProjection,
     _ResRepresentation,
+    dynamics_action_maps,
     encode_mlp_action,
     finish_hidden_state,
     make_network,
     model_calls,
-    static_table,
     turn_head_logit,
 )
 from moozi.core.scalar import logits_to_scalar
@@ -332,10 +331,7 @@ def make_stochastic_network(
         raise MooziError(f"num_chance_outcomes (the codebook size C) must be >= 1, got {num_chance_outcomes}")
     # The deterministic network of the same config fixes the input and hidden-state shapes.
     shapes = make_network(config, obs_shape=obs_shape, history_length=history_length, num_actions=num_actions)
-    planes = None
-    if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
-        planes = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(action_planes).tolist())
-    features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
+    planes, features = dynamics_action_maps(config, action_planes, action_features)
     model = _StochasticMuZeroModel(config, num_actions, num_chance_outcomes, planes, predicts_turns, features)
     M = _StochasticMuZeroModel
     init, acting, training = model_calls(model)
