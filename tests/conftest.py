@@ -1,15 +1,15 @@
-"""Test-session setup: a persistent JAX compilation cache shared by every test."""
+"""Test-session setup: a JAX compilation cache shared by every test of the run."""
 
 import os
 
-from tests.helpers.compile_cache import compilation_cache_dir
+from tests.helpers.compile_cache import compilation_cache_dir, remove_created_directory
 
 
 def pytest_configure(config):
     # Many tests build the same jitted programs (acting, train step) again in new drivers and
     # workers; JAX's persistent compilation cache lets every one after the first load the compiled
-    # program instead of recompiling it. A program compiled on another CPU is not reused: XLA checks
-    # a cached CPU program's machine features when it loads one, and compiles anew on a mismatch.
+    # program instead of recompiling it. The directory is new for each run (tests/helpers/compile_cache.py):
+    # only programs this run compiled, on this machine with these libraries, are ever loaded.
     # Every program is kept, however fast it compiled: a test file makes hundreds of small ones (eager
     # ops, tiny networks) and loading them is faster than compiling them again (tests/core/test_loss.py
     # with test_planner.py: 79 s with only programs of 0.5 s or more kept, 51 s with all).
@@ -25,6 +25,12 @@ def pytest_configure(config):
         # Also for the processes the tests start (Ray's role actors, `moozi` subprocesses), which
         # read JAX's settings from the environment: each would otherwise compile its programs anew.
         os.environ.setdefault(name.upper(), str(value))
+
+
+def pytest_unconfigure(config):
+    # Only the process that made the directory removes it: xdist's controller (or pytest with -n 0),
+    # after every worker has finished.
+    remove_created_directory()
 
 
 def _start_order(item) -> int:
