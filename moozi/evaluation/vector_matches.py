@@ -77,7 +77,9 @@ def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape:
         done |= step.is_last
         if done.all():
             break
-        acted_by = step.to_play
+        # A copy: a VectorEnv's step arrays are views of buffers the next step overwrites in place
+        # (moozi/envs/vector.py), so a kept reference would name the next player, not this one.
+        acted_by = np.array(step.to_play)
         step = env.step(action, step.is_last)
         last_action = action
         steps += 1
