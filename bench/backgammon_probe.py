@@ -1,12 +1,15 @@
 """Which part of a trained backgammon agent plays well: its search, its prior, its learned afterstate
 values, or its value of the real next position.
 
-    python bench/backgammon_probe.py RUN [--checkpoint PATH] [--games 60] [--ways search,prior,afterstate,next_position]
+    python bench/backgammon_probe.py RUN [--checkpoint PATH] [--games 60] [--simulations N]
+        [--ways search,search_visits,prior,afterstate,next_position]
 
 Each way plays `--games` games (both seats, in one batch, moozi/evaluation/vector_matches.py) against
 a random mover and against the greedy pip-count bot, and prints one JSON line per match:
 
-- search: the agent as `load_agent` plays it (its search, greedy);
+- search: the agent as `load_agent` plays it (its search, greedy; `--simulations` as `load_agent`'s);
+- search_visits: the same search, playing its most visited move (with `planner.policy_target=
+  completed_q` the greedy agent plays the target's best move instead, moozi/core/planner.py);
 - prior: the argmax of the representation's policy at the root (no search);
 - afterstate: one ply through the learned model: the argmax over legal moves of the afterstate
   value ψ(φ(h(o), a)) (no search);
@@ -20,6 +23,7 @@ is not (docs/stochastic.md, "Backgammon").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -35,8 +39,9 @@ from moozi.evaluation.intervals import wilson_interval
 from moozi.evaluation.matches import batch_opponent
 from moozi.evaluation.vector_matches import play_batch
 from moozi.play import load_agent
+from moozi.play.trained_agent import Agent
 
-WAYS = ("search", "prior", "afterstate", "next_position")
+WAYS = ("search", "search_visits", "prior", "afterstate", "next_position")
 
 
 def _ways(agent) -> dict:
@@ -85,7 +90,10 @@ def _ways(agent) -> dict:
         actions = jax.vmap(choose)(env_state, jax.random.split(key, step.obs.shape[0]))
         return answer(history, actions, jnp.zeros(actions.shape))
 
-    return {"search": agent.batched_act, "prior": prior, "afterstate": afterstate, "next_position": next_position}
+    by_visits = dataclasses.replace(agent.config, planner=dataclasses.replace(agent.config.planner, policy_target="visits"))
+    search_visits = Agent(by_visits, agent.variables, simulations=agent.simulations).batched_act
+    return {"search": agent.batched_act, "search_visits": search_visits, "prior": prior, "afterstate": afterstate,
+            "next_position": next_position}
 
 
 def probe(agent, games: int, ways=WAYS, seed: int = 7, max_steps: int = 5000) -> list[dict]:
@@ -122,12 +130,13 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--games", type=int, default=60)
     parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--simulations", type=int, default=None, help="the searches' simulations per move")
     args = parser.parse_args(argv)
     ways = [w for w in args.ways.split(",") if w]
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
         parser.error(f"--ways: unknown {', '.join(unknown)}; known: {', '.join(WAYS)}")
-    agent = load_agent(args.run, checkpoint=args.checkpoint)
+    agent = load_agent(args.run, checkpoint=args.checkpoint, simulations=args.simulations)
     if agent.spec.name != "pgx:backgammon":
         parser.error(f"{args.run} is a run of {agent.spec.name}, not pgx:backgammon")
     return probe(agent, args.games, ways, args.seed)

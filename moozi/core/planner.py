@@ -90,8 +90,10 @@ class PlannerConfig:
     the root's prior logits before their Dirichlet noise (mctx's completion still weighs the visited
     moves' Q by the tree's noisy prior for the value it gives unvisited ones). With few simulations per legal move the visits
     mostly repeat the prior, so a prior that starts wrong stays wrong; the completed Q-values move
-    it towards the moves the search values. The acted action is still drawn from the visits.
-    Gumbel MuZero's target is always its completed-Q policy."""
+    it towards the moves the search values. In training the acted action is still drawn from the
+    visits; a greedy agent (temperature 0: evaluation, play) takes the argmax of this improved policy,
+    as Gumbel MuZero takes its best completed-Q move, not the most visited move, which with few
+    simulations is mostly the prior's choice. Gumbel MuZero's target is always its completed-Q policy."""
     min_value_range: float = 1e-8
     """Gumbel MuZero and `policy_target="completed_q"`, in value units: the smallest spread of a node's completed Q-values that
     the min-max rescaling to [0, 1] divides by (mctx's `epsilon`). With mctx's default (1e-8) any
@@ -402,8 +404,10 @@ def summarize(config: PlannerConfig, policy_output: mctx.PolicyOutput) -> Planne
     action = policy_output.action
     if config.search_policy is SearchPolicy.MUZERO and config.temperature == 0.0:
         # mctx divides the logits by a tiny number and samples, which breaks visit-count
-        # ties at random; evaluation wants a reproducible argmax (first maximum).
-        action = jnp.argmax(summary.visit_counts, axis=-1)
+        # ties at random; evaluation wants a reproducible argmax (first maximum). A greedy agent
+        # with the completed-Q target plays that target's best move (see `policy_target`).
+        greedy_by = summary.visit_counts if config.policy_target == "visits" else action_probs
+        action = jnp.argmax(greedy_by, axis=-1)
     action = action.astype(jnp.int32)
     visit_probs = summary.visit_probs  # [B, A]
     visit_entropy = jnp.sum(jax.scipy.special.entr(visit_probs), axis=-1)

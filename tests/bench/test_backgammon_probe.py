@@ -16,7 +16,8 @@ def test_every_way_plays_from_both_seats_against_both_opponents():
     spec = env_spec(config)
     network = build_network(config, spec)
     state = init_train_state(network, config.optimizer, seed_key(0, 0), example_stacked_obs(config, spec))
-    ways = [way for way in WAYS if way != "search"]  # the search is load_agent's, played by evaluate's tests
+    # The searches are load_agent's (played by evaluate's tests, the greedy choice by test_planner's).
+    ways = [way for way in WAYS if not way.startswith("search")]
     # 40 steps of each game: whole games of an untrained agent take minutes here (a few hundred steps).
     rows = probe(Agent(config, agent_variables(state, "online")), games=2, ways=ways, max_steps=40)
     assert [(r["way"], r["opponent"]) for r in rows] == [(w, o) for w in ways for o in ("random", "pipcount")]
@@ -30,4 +31,4 @@ def test_every_way_plays_from_both_seats_against_both_opponents():
 def test_unknown_ways_are_named(capsys):
     with pytest.raises(SystemExit):
         main(["some-run", "--ways", "search,rollout"])
-    assert "--ways: unknown rollout; known: search, prior, afterstate, next_position" in capsys.readouterr().err
+    assert "--ways: unknown rollout; known: search, search_visits, prior, afterstate, next_position" in capsys.readouterr().err

@@ -157,6 +157,26 @@ def test_puct_completed_q_target_is_the_improved_policy_of_the_prior_before_its_
     np.testing.assert_allclose(by_visits.action_probs, visits_out.search_tree.summary().visit_probs, rtol=1e-6)
 
 
+def test_greedy_agent_with_the_completed_q_target_plays_its_best_move_not_the_most_visited():
+    # The prior favours arm 1 (reward 0.1; logit 1 against 0 for the others) over arm 3 (reward 1).
+    # With 32 simulations PUCT spends most visits on arm 1 and tries arm 3 only a few times, so the
+    # most visited move is arm 1, while the completed-Q policy (Q(3) = 1 > Q(1) = 0.1) picks arm 3.
+    rewards = [0.0, 0.1, 0.0, 1.0, 0.0]
+    logits = np.zeros((NUM_STATES, NUM_ACTIONS), np.float32)
+    logits[0] = [0.0, 1.0, 0.0, 0.0, 0.0]
+    reward = np.zeros((NUM_STATES, NUM_ACTIONS), np.float32)
+    reward[0] = rewards
+    variables = table_variables(next_state=np.ones((NUM_STATES, NUM_ACTIONS)), reward=reward, value=np.zeros(NUM_STATES),
+                                logits=logits)
+    tree_out, by_visits = plan_with(GREEDY, variables, 6, legal_without_dummy())
+    visits = np.asarray(tree_out.search_tree.summary().visit_counts)
+    assert np.all(visits[:, 3] > 0) and np.all(visits[:, 1] > visits[:, 3])
+    np.testing.assert_array_equal(by_visits.action, [1] * BATCH)
+    _, by_target = plan_with(dataclasses.replace(GREEDY, policy_target="completed_q"), variables, 6, legal_without_dummy())
+    np.testing.assert_array_equal(by_target.action, [3] * BATCH)
+    np.testing.assert_array_equal(np.argmax(np.asarray(by_target.action_probs), -1), [3] * BATCH)
+
+
 def test_a_floor_below_the_spread_changes_nothing():
     # BANDIT_REWARDS spread 1.8 > 1.0: the rescaling divides by the spread either way.
     default = plan_with(GUMBEL_GREEDY, bandit_variables(BANDIT_REWARDS), 4, legal_without_dummy())[1]
