@@ -405,9 +405,9 @@ def summarize(config: PlannerConfig, policy_output: mctx.PolicyOutput) -> Planne
     if config.search_policy is SearchPolicy.MUZERO and config.temperature == 0.0:
         # mctx divides the logits by a tiny number and samples, which breaks visit-count
         # ties at random; evaluation wants a reproducible argmax (first maximum). A greedy agent
-        # with the completed-Q target plays that target's best move (see `policy_target`).
-        greedy_by = summary.visit_counts if config.policy_target == "visits" else action_probs
-        action = jnp.argmax(greedy_by, axis=-1)
+        # plays its policy target's best move: the most visited one, or the completed-Q policy's
+        # (see `policy_target`).
+        action = jnp.argmax(action_probs, axis=-1)
     action = action.astype(jnp.int32)
     visit_probs = summary.visit_probs  # [B, A]
     visit_entropy = jnp.sum(jax.scipy.special.entr(visit_probs), axis=-1)
