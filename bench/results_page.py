@@ -300,19 +300,21 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     headline = [m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]]
     if not headline:
         return lines, None
-    _, _, run, mark = headline[0]
-    versus = mark["mcts:1000"]
+    def per_seed(seeds: list) -> str:
+        return (f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(m[2]['seed']) for m in seeds)}: "
+                + "; ".join(f"{wdl(m[3]['mcts:1000'])}, {m[3]['positions']['keeps_result']['all']:.3f}" for m in seeds))
+
+    headline = sorted(headline, key=lambda m: m[2]["seed"])
+    games = headline[0][3]["mcts:1000"]["games"]
+    result = f"W-D-L in {games} games vs `mcts:1000`, positions kept: {per_seed(headline)}"
     others = [m for m in played if m[2]["agent"] != PRESET_AGENT["connect_four"]]
-    result = (f"{wdl(versus)} in {versus['games']} games vs `mcts:1000`; positions {mark['positions']['keeps_result']['all']:.3f}")
     for agent in sorted({m[2]["agent"] for m in others}):
-        seeds = sorted((m for m in others if m[2]["agent"] == agent), key=lambda m: m[2]["seed"])
-        result += (f" (`--set agent={agent}`, seed{'s' if len(seeds) > 1 else ''} "
-                   f"{', '.join(str(m[2]['seed']) for m in seeds)}: "
-                   + "; ".join(f"{wdl(m[3]['mcts:1000'])}, {m[3]['positions']['keeps_result']['all']:.3f}" for m in seeds)
-                   + ")")
-    low, high = wilson_interval(versus["wins"], versus["games"])
+        result += f" (`--set agent={agent}`, {per_seed(sorted((m for m in others if m[2]['agent'] == agent), key=lambda m: m[2]['seed']))})"
+    rates = [wilson_interval(m[3]["mcts:1000"]["wins"], m[3]["mcts:1000"]["games"]) for m in headline]
+    low, high = min(r[0] for r in rates), max(r[1] for r in rates)
+    spread = ", lowest and highest seed" if len(headline) > 1 else ""
     row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
-              f"win rate {low:.0%}-{high:.0%} (Wilson)", num(mark["minutes"], 1), "—")
+              f"win rate {low:.0%}-{high:.0%} (Wilson{spread})", num(max(m[3]["minutes"] for m in headline), 1), "—")
     return lines, row
 
 

@@ -137,6 +137,29 @@ def test_the_connect_four_row_shows_the_presets_agent_and_play_simulations():
         assert preset_overrides(game).get("agent", "muzero") == agent, game
 
 
+def _connect_four_report(agent: str, seed: int, wins: int, keeps: float) -> tuple[str, dict]:
+    mark = {"mark": "best", "checkpoint": "best-0000001000", "minutes": 59.5, "updates": 1_000, "env_steps": 64_000,
+            "simulations": results_page.C4_PLAY_SIMULATIONS,
+            "mcts:1000": {"wins": wins, "draws": 0, "losses": 40 - wins, "games": 40},
+            "solver": {"games": 10, "per_seat": [{"wins": 0}, {"wins": 0}]},
+            "positions": {"keeps_result": {"all": keeps}, "random_keeps_result": {"all": 0.417}}}
+    run = {"seed": seed, "agent": agent, "marks": [mark]}
+    return (f"2026-11-28-connect_four-{agent}-seed{seed}.json",
+            {"benchmark": "learning", "matmul_gflops": 400.0, "connect_four": [run]})
+
+
+def test_the_connect_four_row_gives_every_seed_of_each_agent():
+    files = [(name, data) for name, data in results_page.read_files() if "connect_four" not in name]
+    files += [_connect_four_report("muzero", 0, 20, 0.8), _connect_four_report("muzero", 1, 36, 0.9),
+              _connect_four_report("alphazero", 3, 38, 0.925)]
+    _, table = results_page.build(files, _published())
+    row = next(line for line in table if line.startswith("| Connect Four |"))
+    assert "seeds 0, 1: 20-0-20, 0.800; 36-0-4, 0.900" in row
+    assert "(`--set agent=alphazero`, seed 3: 38-0-2, 0.925)" in row
+    low, high = results_page.wilson_interval(20, 40)[0], results_page.wilson_interval(36, 40)[1]
+    assert f"| 2 | win rate {low:.0%}-{high:.0%} (Wilson, lowest and highest seed) |" in row
+
+
 def _chance_report() -> dict:
     def match(wins, losses):
         games = wins + losses
