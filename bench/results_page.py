@@ -300,16 +300,16 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     headline = [m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]]
     if not headline:
         return lines, None
-    def per_seed(seeds: list) -> str:
+    def per_seed(marks_: list) -> str:
+        seeds = sorted(marks_, key=lambda m: m[2]["seed"])
         return (f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(m[2]['seed']) for m in seeds)}: "
                 + "; ".join(f"{wdl(m[3]['mcts:1000'])}, {m[3]['positions']['keeps_result']['all']:.3f}" for m in seeds))
 
-    headline = sorted(headline, key=lambda m: m[2]["seed"])
     games = headline[0][3]["mcts:1000"]["games"]
     result = f"W-D-L in {games} games vs `mcts:1000`, positions kept: {per_seed(headline)}"
     others = [m for m in played if m[2]["agent"] != PRESET_AGENT["connect_four"]]
     for agent in sorted({m[2]["agent"] for m in others}):
-        result += f" (`--set agent={agent}`, {per_seed(sorted((m for m in others if m[2]['agent'] == agent), key=lambda m: m[2]['seed']))})"
+        result += f" (`--set agent={agent}`, {per_seed([m for m in others if m[2]['agent'] == agent])})"
     rates = [wilson_interval(m[3]["mcts:1000"]["wins"], m[3]["mcts:1000"]["games"]) for m in headline]
     low, high = min(r[0] for r in rates), max(r[1] for r in rates)
     spread = ", lowest and highest seed" if len(headline) > 1 else ""
