@@ -1,36 +1,24 @@
-"""Test-session setup: a JAX compilation cache shared by every test of the run."""
+"""Test-session setup: no persistent compilation cache, and the longest tests first."""
 
 import os
 
-from tests.helpers.compile_cache import compilation_cache_dir, remove_created_directory
-
 
 def pytest_configure(config):
-    # Many tests build the same jitted programs (acting, train step) again in new drivers and
-    # workers; JAX's persistent compilation cache lets every one after the first load the compiled
-    # program instead of recompiling it. The directory is new for each run (tests/helpers/compile_cache.py):
-    # only programs this run compiled, on this machine with these libraries, are ever loaded.
-    # Every program is kept, however fast it compiled: a test file makes hundreds of small ones (eager
-    # ops, tiny networks) and loading them is faster than compiling them again (tests/core/test_loss.py
-    # with test_planner.py: 79 s with only programs of 0.5 s or more kept, 51 s with all).
+    # No compiled program is written to or read from disk during the tests. JAX's persistent
+    # compilation cache made the suite faster (each new driver loads the programs an earlier test
+    # compiled), but XLA:CPU crashed the process with a segmentation fault, now and then, both while
+    # loading a stored program and while serializing a new one (`executable.serialize()`); the xdist
+    # worker died and the run hung at its end. A suite that passes every time is worth more than the
+    # minutes the cache saved. `moozi` subprocesses started by the tests inherit this setting
+    # (MOOZI_JAX_CACHE="" turns off the CLI's cache, moozi/cli.py), and JAX's own variables are
+    # cleared so that a cache configured in the caller's shell is not used either.
+    os.environ["MOOZI_JAX_CACHE"] = ""
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"):
+        os.environ.pop(name, None)
     import jax
 
-    settings = {
-        "jax_compilation_cache_dir": compilation_cache_dir(),
-        "jax_persistent_cache_min_compile_time_secs": 0,
-        "jax_persistent_cache_min_entry_size_bytes": 0,
-    }
-    for name, value in settings.items():
-        jax.config.update(name, value)
-        # Also for the processes the tests start (Ray's role actors, `moozi` subprocesses), which
-        # read JAX's settings from the environment: each would otherwise compile its programs anew.
-        os.environ.setdefault(name.upper(), str(value))
-
-
-def pytest_unconfigure(config):
-    # Only the process that made the directory removes it: xdist's controller (or pytest with -n 0),
-    # after every worker has finished.
-    remove_created_directory()
+    jax.config.update("jax_compilation_cache_dir", None)
 
 
 def _start_order(item) -> int:

@@ -168,8 +168,7 @@ def test_anchor_ladder_orders_random_mcts_minimax(tmp_path):
 
 
 # ------------------------------------------------------------------ the command line
-def _eval(capsys, monkeypatch, *args):
-    monkeypatch.setenv("MOOZI_JAX_CACHE", "")  # no global JAX cache switch inside the test process
+def _eval(capsys, *args):
     try:
         code = main(["eval", *map(str, args)])
     except SystemExit as exit_:  # argparse's own errors
@@ -192,8 +191,8 @@ def _eval(capsys, monkeypatch, *args):
         (["--ladder"], "not a moozi run directory"),
     ],
 )
-def test_bad_ladder_options_are_one_line_errors(tmp_path, capsys, monkeypatch, args, message):
-    code, out, err = _eval(capsys, monkeypatch, tmp_path / "no-run", *args)
+def test_bad_ladder_options_are_one_line_errors(tmp_path, capsys, args, message):
+    code, out, err = _eval(capsys, tmp_path / "no-run", *args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "no-run").exists()
@@ -215,9 +214,9 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_cli_ladder_end_to_end(tiny_run, tmp_path, capsys, monkeypatch):
+def test_cli_ladder_end_to_end(tiny_run, tmp_path, capsys):
     code, out, err = _eval(
-        capsys, monkeypatch, tiny_run, "--ladder", "--anchors", "mcts:2", "--games", "2", "--bootstrap", "20"
+        capsys, tiny_run, "--ladder", "--anchors", "mcts:2", "--games", "2", "--bootstrap", "20"
     )
     assert code == 0, err
     document = json.loads((tiny_run / "ladder.json").read_text())
@@ -234,7 +233,7 @@ def test_cli_ladder_end_to_end(tiny_run, tmp_path, capsys, monkeypatch):
     # --checkpoints picks the oldest and the newest; --json moves both outputs.
     target = tmp_path / "elsewhere" / "mine.json"
     code, out, err = _eval(
-        capsys, monkeypatch, tiny_run, "--ladder", "--checkpoints", "2", "--anchors", "random",
+        capsys, tiny_run, "--ladder", "--checkpoints", "2", "--anchors", "random",
         "--games", "2", "--bootstrap", "10", "--json", target,
     )
     assert code == 0, err

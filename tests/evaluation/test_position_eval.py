@@ -119,17 +119,16 @@ def test_report_plots_the_solver_metrics_with_the_evaluation(tmp_path):
     assert (tmp_path / "report" / "evaluation.png").exists()
 
 
-def _cli(capsys, monkeypatch, *args):
-    monkeypatch.setenv("MOOZI_JAX_CACHE", "")  # keep the tests' own compilation cache
+def _cli(capsys, *args):
     code = main(["eval", *map(str, args)])
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
 @pytest.mark.slow
-def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkeypatch, mz_result):
+def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, mz_result):
     run_dir = fresh_run(tmp_path / "run")
-    code, out, err = _cli(capsys, monkeypatch, run_dir, "--positions")
+    code, out, err = _cli(capsys, run_dir, "--positions")
     assert code == 0, err
     assert "keeps result" in out and "random" in out and "value sign accuracy" in out
     written = json.loads((run_dir / "eval-positions.json").read_text())
@@ -138,13 +137,13 @@ def test_cli_positions_prints_the_table_and_writes_json(tmp_path, capsys, monkey
 
 
 @pytest.mark.slow
-def test_cli_prints_and_records_the_simulations_it_searched_with(tmp_path, capsys, monkeypatch):
+def test_cli_prints_and_records_the_simulations_it_searched_with(tmp_path, capsys):
     run_dir = fresh_run(tmp_path / "run", **{"planner.play_simulations": 6})
-    code, out, err = _cli(capsys, monkeypatch, run_dir, "--positions", "--simulations", 5)
+    code, out, err = _cli(capsys, run_dir, "--positions", "--simulations", 5)
     assert code == 0, err
     assert "5 simulations per move" in out and "greedy search of 5 simulations" in out
     assert json.loads((run_dir / "eval-positions.json").read_text())["simulations"] == 5
-    code, out, err = _cli(capsys, monkeypatch, run_dir, "--opponent", "random", "--games", 2)
+    code, out, err = _cli(capsys, run_dir, "--opponent", "random", "--games", 2)
     assert code == 0, err
     assert "6 simulations per move" in out  # the run's planner.play_simulations
     assert json.loads((run_dir / "eval-random.json").read_text())["simulations"] == 6
@@ -162,9 +161,9 @@ def test_cli_prints_and_records_the_simulations_it_searched_with(tmp_path, capsy
         ("connect_four", ["--ladder", "--simulations", "8"], "--simulations is not a ladder option"),
     ],
 )
-def test_cli_refusals_are_one_line(tmp_path, capsys, monkeypatch, game, extra, message):
+def test_cli_refusals_are_one_line(tmp_path, capsys, game, extra, message):
     run_dir = fresh_run(tmp_path / "run", game=game)
-    code, out, err = _cli(capsys, monkeypatch, run_dir, *extra)
+    code, out, err = _cli(capsys, run_dir, *extra)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not list(run_dir.glob("eval-*.json"))
 

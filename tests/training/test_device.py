@@ -64,8 +64,7 @@ def test_bad_values_and_ray_are_refused_by_the_config():
 
 
 @pytest.mark.slow
-def test_train_prints_and_records_the_device(tmp_path, capsys, monkeypatch, restore_default_device):
-    monkeypatch.setenv("MOOZI_JAX_CACHE", "")  # leave the test session's compilation cache as it is
+def test_train_prints_and_records_the_device(tmp_path, capsys, restore_default_device):
     run_dir = tmp_path / "run"
     code = main(["train", "gymnax:CartPole-v1", "--run-dir", str(run_dir), "--max-env-steps", "32", "--quiet", "--json",
                  "--set", "agent=ppo", "--set", "backend.device=cpu", "--set", "ppo.num_envs=4",

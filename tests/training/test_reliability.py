@@ -29,7 +29,6 @@ import pytest
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.compile_cache import compilation_cache_dir
 from tests.helpers.reliability_child import digest_arrays, digest_tree
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, run_driver, tiny_config
 
@@ -83,12 +82,6 @@ def _assert_one_line_error(code, err, *needles):
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
-
-
-@pytest.fixture(autouse=True)
-def _no_cli_cache_switch(monkeypatch):
-    # `moozi train/eval/play` point JAX's cache at ~/.cache/moozi; in this process conftest's stays.
-    monkeypatch.setenv("MOOZI_JAX_CACHE", "")
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +150,7 @@ class _Child:
     """A reliability_child process; its JSON event lines arrive on a queue."""
 
     def __init__(self, moment, n, args, log_path):
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu",
-                   MOOZI_JAX_CACHE=compilation_cache_dir())
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu")
         self.stderr = open(log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), moment, str(n), *args],
