@@ -1,15 +1,19 @@
-"""Test-session setup: no persistent compilation cache, and the longest tests first."""
+"""Test-session setup: no persistent compilation cache, compiled programs released before a worker
+runs out of memory mappings, and the longest tests first."""
 
 import os
 
+import pytest
+
+from tests.helpers.memory_maps import memory_map_limit, memory_maps, release_compiled_programs
+
 
 def pytest_configure(config):
-    # No compiled program is written to or read from disk during the tests. JAX's persistent
-    # compilation cache made the suite faster (each new driver loads the programs an earlier test
-    # compiled), but XLA:CPU crashed the process with a segmentation fault, now and then, both while
-    # loading a stored program and while serializing a new one (`executable.serialize()`); the xdist
-    # worker died and the run hung at its end. A suite that passes every time is worth more than the
-    # minutes the cache saved. `moozi` subprocesses started by the tests inherit this setting
+    # No compiled program is written to or read from disk during the tests. A persistent cache
+    # shared by the run's processes made the suite about 15% shorter here, but it is one more
+    # mechanism inside XLA:CPU (serializing and loading executables) whose failures kill a worker,
+    # and the segmentation faults CI saw happened inside it twice before one showed the cause
+    # (tests/helpers/memory_maps.py). `moozi` subprocesses started by the tests inherit this
     # (MOOZI_JAX_CACHE="" turns off the CLI's cache, moozi/cli.py), and JAX's own variables are
     # cleared so that a cache configured in the caller's shell is not used either.
     os.environ["MOOZI_JAX_CACHE"] = ""
@@ -19,6 +23,18 @@ def pytest_configure(config):
     import jax
 
     jax.config.update("jax_compilation_cache_dir", None)
+
+
+_MAP_LIMIT = memory_map_limit()
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs_near_the_map_limit():
+    # Once this process holds half the memory mappings Linux allows it, JAX's caches of compiled
+    # programs are emptied: at the limit XLA crashes the worker (tests/helpers/memory_maps.py).
+    yield
+    if _MAP_LIMIT is not None and memory_maps() > _MAP_LIMIT // 2:
+        release_compiled_programs()
 
 
 def _start_order(item) -> int:
