@@ -405,7 +405,8 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
              "The go9 preset (9×9, komi 7.5) trained for the minutes given; its checkpoint then plays a random",
              "mover (both seats) and GNU Go through `bench/gtp_match.py` (colours alternating, Chinese rules,",
              "scored by the referee's area count; docs/go.md). Margins are from the agent's side: positive when it",
-             "won by that many points. Win rates with their 95% Wilson interval.", ""]
+             "won by that many points. Win rates with their 95% Wilson interval. The GNU Go games' lengths (fewest",
+             "and most moves) and in how many of them the agent passed before GNU Go had passed.", ""]
     rows = []
     for name, report, run in runs:
         vs_random = run["vs_random"]
@@ -414,14 +415,19 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
             opponent, match = gnugo
             margins = ", ".join("not scored" if m is None else f"{m:+g}" for m in match.get("margins", []))
             versus = f"{opponent}: {match['wins']} of {match['games']}" + (f" ({margins})" if margins else "")
+            moves = match.get("moves") or []
+            length = f"{min(moves)}-{max(moves)}" if moves else "—"
+            passed_first = match.get("agent_passed_first")
+            conduct = f"{length}; {'—' if passed_first is None else passed_first} of {match['games']}"
         else:
-            versus = "not played"
+            versus = conduct = "not played"
         rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(run["minutes"], 1), count(run.get("updates")),
                      count(run.get("env_steps")), f"{wdl(vs_random)} of {vs_random['games']}",
-                     interval(wilson_interval(vs_random["wins"], vs_random["games"])), versus,
+                     interval(wilson_interval(vs_random["wins"], vs_random["games"])), versus, conduct,
                      gflops(report, run), file_link(name)])
     lines += table(["agent", "seed", "minutes", "updates", "env steps", "vs random (W-D-L)", "win rate, 95%",
-                    "vs GNU Go: wins (margins)", "matmul GFLOP/s", "file"], rows)
+                    "vs GNU Go: wins (margins)", "those games' moves; passed before GNU Go", "matmul GFLOP/s", "file"],
+                   rows)
     preset = [r for r in runs if r[2]["agent"] == PRESET_AGENT["go9"]] or runs
     _, _, run = preset[0]
     vs_random = run["vs_random"]

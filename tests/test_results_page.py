@@ -50,7 +50,7 @@ def test_a_go9_file_adds_its_section_and_its_row_and_without_one_there_is_neithe
     assert "Go 9×9" not in page and "Go 9×9" not in "\n".join(table)
     page, table = results_page.build([*files, ("2026-11-27-go9-alphazero-seed0.json", GO9_FLAT)], _published())
     assert "## Go 9×9" in page
-    assert "| 38-0-2 of 40 |" in page and "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored)" in page
+    assert "| 38-0-2 of 40 |" in page and "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored) | —; — of 10 |" in page
     row = next(line for line in table if line.startswith("| Go 9×9 |"))
     assert "AlphaZero mode" in row and "38-0-2 in 40 games vs random; GNU Go level 1: 1 wins in 10" in row
     assert "(docs/results.md#go-99)" in row
@@ -60,9 +60,10 @@ def test_a_go9_run_in_a_learning_report_reads_the_same():
     report = {"benchmark": "learning", "matmul_gflops": 99.0,
               "go9": [{**{k: v for k, v in GO9_FLAT.items() if k not in ("vs_gnugo_level1", "matmul_gflops")},
                        "vs_gnugo": {"engine": "/usr/games/gnugo --mode gtp --level 1",
-                                    "wins": 1, "draws": 0, "games": 10, "margins": [-12.5, 3.5, None]}}]}
+                                    "wins": 1, "draws": 0, "games": 10, "margins": [-12.5, 3.5, None],
+                                    "moves": [80, 61, 120], "agent_passed_first": 1}}]}
     page, _ = results_page.build([*results_page.read_files(), ("go9.json", report)], _published())
-    assert "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored)" in page and "| 99.0 |" in page
+    assert "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored) | 61-120; 1 of 10 | 99.0 |" in page
 
 
 def test_a_file_no_adapter_reads_is_refused():
