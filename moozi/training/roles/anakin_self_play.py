@@ -22,15 +22,12 @@ import numpy as np
 from moozi.config import Config, epsilon_at
 from moozi.core.acting import ActFn
 from moozi.core.types import Trajectory, sub_state
-from moozi.envs.base import EnvSpec
+from moozi.envs.base import EnvSpec, JaxEnv
 from moozi.envs.registry import make_env
 from moozi.errors import MooziError
 from moozi.training.anakin_segment import AnakinCarry, init_carry, make_segment
 from moozi.builders import env_key, env_options, env_spec, make_act, seed_key
 from moozi.training.episodes import EpisodeRecorder, RolloutResult
-
-
-_init_carry = jax.jit(init_carry, static_argnums=(0, 1, 2))
 
 
 def _program(config: Config):
@@ -43,7 +40,13 @@ def _program(config: Config):
 @functools.lru_cache(maxsize=8)
 def _segment_program(game: str, options: tuple, act: ActFn):
     env = make_env(game, **dict(options))
-    return env, make_segment(env, act)
+    return env, make_segment(env, act), _jit_init_carry(env)
+
+
+def _jit_init_carry(env: JaxEnv):
+    # Jitted per env, not once at module level with the env as a static argument: that cache would keep
+    # a program for every env object a long-lived process ever built.
+    return jax.jit(functools.partial(init_carry, env), static_argnums=(0, 1))
 
 
 class AnakinRolloutWorker:
@@ -63,13 +66,14 @@ class AnakinRolloutWorker:
         self.spec: EnvSpec = env_spec(config)
         self.num_envs = config.env.num_envs
         if act_fn is None:
-            self.env, self._segment = _program(config)
+            self.env, self._segment, start_carry = _program(config)
         else:
             self.env = make_env(config.game, **env_options(config))
             self._segment = make_segment(self.env, act_fn)
+            start_carry = _jit_init_carry(self.env)
         # The same key path as the host worker's acting RNG; worker w plays other games than w' != w.
         init_key, self._rng = jax.random.split(seed_key(config.seed, 1, worker_index))
-        self._carry: AnakinCarry = _init_carry(self.env, self.num_envs, config.targets.history_length, init_key)
+        self._carry: AnakinCarry = start_carry(self.num_envs, config.targets.history_length, init_key)
         self._recorder = EpisodeRecorder(self.spec, self.num_envs)
         self.env_steps = 0
         self.episodes = 0
