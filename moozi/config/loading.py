@@ -1,8 +1,8 @@
 """Building, saving and loading a run's config.
 
-A run's config is built as: base defaults -> the game's preset -> a config file
-(`--config FILE`, TOML or JSON) -> `--set key=value` items. Every step is
-validated: unknown keys and bad values raise ConfigError naming the key and
+A run's config is built as: base defaults -> the game's preset (with its part for the
+run's agent) -> a config file (`--config FILE`, TOML or JSON) -> `--set key=value`
+items. Every step is validated: unknown keys and bad values raise ConfigError naming the key and
 what is allowed.
 """
 
@@ -47,9 +47,12 @@ def build_config(
 ) -> Config:
     """Defaults -> preset(game) -> config file -> overrides, each validated."""
     config = Config(game=game)
-    config = apply_overrides(config, preset_overrides(game))
-    if config_file is not None:
-        file_overrides = load_config_file(config_file)
+    file_overrides = load_config_file(config_file) if config_file is not None else {}
+    # The agent the run will have decides the preset's agent part (presets.AGENT_PRESET_OVERRIDES);
+    # the file and the overrides still win over every preset key.
+    agent = {"agent": Config.agent, **preset_overrides(game), **file_overrides, **(overrides or {})}["agent"]
+    config = apply_overrides(config, preset_overrides(game, str(agent)))
+    if file_overrides:
         config = apply_overrides(config, file_overrides)
     if overrides:
         config = apply_overrides(config, overrides)

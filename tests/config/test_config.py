@@ -151,4 +151,26 @@ def test_each_preset_override_changes_its_own_setting_and_nothing_else():
     assert PRESET_OVERRIDES["space_invaders"] == shared  # the shared MinAtar preset, as it is
 
 
+def test_a_presets_agent_part_follows_the_runs_agent_wherever_it_is_set(tmp_path):
+    # connect_four's preset has a part for AlphaZero mode only (moozi/config/presets.py).
+    from moozi.config.presets import AGENT_PRESET_OVERRIDES
+
+    part = AGENT_PRESET_OVERRIDES["connect_four"]["alphazero"]
+    muzero = build_config("connect_four")
+    assert (muzero.optimizer.schedule, muzero.planner.gumbel_scale) == (Config().optimizer.schedule, 1.0)
+    toml = tmp_path / "az.toml"
+    toml.write_text('agent = "alphazero"\n')
+    for config in (build_config("connect_four", overrides={"agent": "alphazero"}), build_config("connect_four", config_file=toml)):
+        assert config.agent == "alphazero"
+        assert (config.optimizer.schedule, config.optimizer.decay_over) == (part["optimizer.schedule"], part["optimizer.decay_over"])
+        assert config.optimizer.final_learning_rate_fraction == part["optimizer.final_learning_rate_fraction"]
+        assert config.planner.gumbel_scale == part["planner.gumbel_scale"] == 2.0
+        # Everything else is the game's preset, as MuZero gets it.
+        assert config.network == muzero.network and config.planner.num_simulations == muzero.planner.num_simulations
+    # --set still wins over the agent's part, and a config file's agent loses to --set's.
+    assert build_config("connect_four", overrides={"agent": "alphazero", "planner.gumbel_scale": "1"}).planner.gumbel_scale == 1.0
+    back = build_config("connect_four", config_file=toml, overrides={"agent": "muzero"})
+    assert (back.agent, back.planner.gumbel_scale) == ("muzero", 1.0)
+
+
 MINATAR = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
