@@ -2,8 +2,8 @@
 
 A run's config is built as: base defaults -> the game's preset (with its part for the
 run's agent) -> a config file (`--config FILE`, TOML or JSON) -> `--set key=value`
-items. Every step is validated: unknown keys and bad values raise ConfigError naming the key and
-what is allowed.
+items. Every step is validated: unknown keys and bad values raise ConfigError naming
+the key and what is allowed.
 """
 
 from __future__ import annotations
