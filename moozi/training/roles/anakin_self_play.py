@@ -31,9 +31,9 @@ from moozi.training.episodes import EpisodeRecorder, RolloutResult
 
 
 def _program(config: Config):
-    """The env, jitted segment and jitted start (`init_carry`) of a config's agent, shared by every worker in one process that plays
-    the same game with the same act (`make_act` is memoized), so N inline workers (and tests) compile
-    the segment once, not N times."""
+    """The env, jitted segment and jitted start (`init_carry`) of a config's agent, shared by every
+    worker in one process that plays the same game with the same act (`make_act` is memoized), so N
+    inline workers (and tests) compile the segment once, not N times."""
     return _segment_program(*env_key(config), make_act(config, env_spec(config), config.planner))
 
 
