@@ -117,6 +117,20 @@ def _seat_counts(result) -> list[dict]:
     return [{"player": s.player, "wins": s.wins, "draws": s.draws, "losses": s.losses} for s in result.per_seat]
 
 
+def _mark_checkpoint(run_dir: pathlib.Path, mark, checkpoints, setup: float):
+    """(training seconds, path) of the checkpoint a mark measures: "best", what `load_agent(run)` plays
+    (the in-training tests' best checkpoint), or a minute, the newest checkpoint saved by then."""
+    if mark == "best":
+        from moozi.runs.checkpoint import best_checkpoint
+
+        path = best_checkpoint(run_dir)
+        if path is None:
+            raise SystemExit(f"{run_dir} has no best checkpoint (it trained without in-training tests)")
+        return json.loads((path / "meta.json").read_text())["counters"]["elapsed_seconds"], path
+    eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
+    return eligible[-1]
+
+
 def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_games: int,
                  agent_kind: str, simulations: list[int | None], opponents: list[str],
                  run_dir: pathlib.Path | None = None) -> dict:
@@ -143,16 +157,7 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
            "train_simulations": json.loads((run_dir / "config.json").read_text())["planner"]["num_simulations"],
            "marks": []}
     for mark in marks:
-        if mark == "best":  # what `load_agent(run)` plays: the in-training tests' best checkpoint
-            from moozi.runs.checkpoint import best_checkpoint
-
-            path = best_checkpoint(run_dir)
-            if path is None:
-                raise SystemExit(f"{run_dir} has no best checkpoint (it trained without in-training tests)")
-            elapsed = json.loads((path / "meta.json").read_text())["counters"]["elapsed_seconds"]
-        else:
-            eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
-            elapsed, path = eligible[-1]
+        elapsed, path = _mark_checkpoint(run_dir, mark, checkpoints, setup)
         meta = json.loads((path / "meta.json").read_text())
         for count in simulations:
             agent = load_agent(run_dir, checkpoint=path, simulations=count)
@@ -272,19 +277,20 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     extra = None
     if agent != "muzero":
         extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}
-    setup = _train(game, max(minutes), seed, run_dir, checkpoint_minutes=min(minutes) / 2, extra=extra)
+    trained = [m for m in minutes if m != "best"]
+    setup = _train(game, max(trained), seed, run_dir, checkpoint_minutes=min(trained) / 2, extra=extra)
     checkpoints = _checkpoints(run_dir)
     out = {"game": game, "seed": seed, "marks": []}
     if agent != "muzero":
         out.update(agent=agent, path="host")
     for mark in minutes:
-        eligible = [(e, p) for e, p in checkpoints if (e + setup) / 60 <= mark + 0.5] or checkpoints[:1]
-        elapsed, path = eligible[-1]
+        elapsed, path = _mark_checkpoint(run_dir, mark, checkpoints, setup)
         player = load_agent(run_dir, checkpoint=path)
         meta = json.loads((path / "meta.json").read_text())["counters"]
         result = evaluate(player, game, "random", episodes, seed * 1000, max_steps=max_steps,
                           progress=print_episode_progress)
-        out["marks"].append({"minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
+        out["marks"].append({**({"mark": "best", "checkpoint": path.name} if mark == "best" else {}),
+                             "minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
                              "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
                              "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
                              "cut_episodes": result.cut_episodes, "max_steps": max_steps})
@@ -437,7 +443,8 @@ def main(argv=None) -> dict:
                         help="go9: play-time simulations (default: the run's planner.play_simulations)")
     parser.add_argument("--go-run-dir", default=None, help="go9: measure this run (trained before) instead of training")
     parser.add_argument("--minatar-minutes", "--breakout-minutes", dest="minatar_minutes", default="30,60",
-                        help="minutes at which each MinAtar game is measured")
+                        help="minutes at which each MinAtar game is measured; 'best': also MuZero's best "
+                             "checkpoint by the in-training tests (what load_agent plays)")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
     parser.add_argument("--minatar-sampled", action="store_true",
@@ -518,7 +525,10 @@ def main(argv=None) -> dict:
                 report.setdefault(f"{game}:random", []).append(
                     dict(random_mover_2048(args.chance_episodes, seed * 1000), seed=seed))
         for game in (g for g in MINATAR_GAMES if g in games):
-            marks = [float(m) for m in args.minatar_minutes.split(",")]
+            marks = [m if m == "best" else float(m) for m in args.minatar_minutes.split(",")]
+            minutes = [m for m in marks if m != "best"]  # PPO and IMPALA keep no best checkpoint
+            if not minutes:
+                parser.error("--minatar-minutes: name at least one minute to train for (e.g. 60,best)")
             if "muzero" in agents:
                 report.setdefault(game, []).append(
                     minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps,
@@ -526,11 +536,11 @@ def main(argv=None) -> dict:
             for agent in ("ppo", "impala"):
                 if agent in agents:
                     report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(
-                        agent, game, seed, marks, args.minatar_episodes, args.minatar_max_steps,
+                        agent, game, seed, minutes, args.minatar_episodes, args.minatar_max_steps,
                         getattr(args, f"{agent}_envs"), getattr(args, f"{agent}_rollout_steps")))
                 if f"{agent}-host" in agents:
                     report.setdefault(f"{game}:{agent}-host", []).append(
-                        minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps, agent))
+                        minatar(game, seed, minutes, work, args.minatar_episodes, args.minatar_max_steps, agent))
     report["load_average_1min"] = os.getloadavg()[0]
     for game in ("tic_tac_toe", "connect_four", "go9", *CHANCE_GAMES, *(f"{g}:random" for g in CHANCE_GAMES), *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
         for row in report.get(game, []):

@@ -471,7 +471,8 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
             if "sampled_mean_return" in mark:
                 sampled = f"{num(mark['sampled_mean_return'])} {interval(mark.get('sampled_bootstrap_ci'))}"
             notes = "resumed after a kill" if report.get("resumed_after_kill") else ""
-            rows.append([AGENT_NAMES[agent], str(run["seed"]), num(mark["minutes"], 1), count(mark.get("updates")),
+            minutes = num(mark["minutes"], 1) + (" (best)" if mark.get("mark") == "best" else "")
+            rows.append([AGENT_NAMES[agent], str(run["seed"]), minutes, count(mark.get("updates")),
                          millions(mark["env_steps"]), f"**{num(mark['mean_return'])}**", interval(mark["bootstrap_ci"]),
                          sampled, str(mark["max_steps"]), gflops(report, run), file_link(name) + (f" ({notes})" if notes else "")])
         lines += table(["agent", "seed", "minutes", "updates", "env steps", "mean return", "95% interval",
@@ -493,14 +494,19 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
 def _over_seeds(game_marks: list) -> dict:
     """{(agent, mark minute): [each seed's mean return]} where two or more seeds reached the mark."""
     by_mark: dict = {}
-    for _, _, _, agent, run, mark in game_marks:
+    for _, _, _, agent, run, mark in _minute_marks(game_marks):
         by_mark.setdefault((agent, mark_minute(mark["minutes"])), {})[run["seed"]] = mark["mean_return"]
     ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), item[0][1]))
     return {key: list(seeds.values()) for key, seeds in ordered if len(seeds) >= 2}
 
 
+def _minute_marks(game_marks: list) -> list:
+    """The marks taken at a minute, without the runs' best checkpoints (which stopped at any minute)."""
+    return [m for m in game_marks if m[5].get("mark") != "best"]
+
+
 def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None:
-    preset = [m for m in game_marks if m[3] == PRESET_AGENT[game]]
+    preset = [m for m in _minute_marks(game_marks) if m[3] == PRESET_AGENT[game]]
     if not preset:
         return None
     last = max(mark_minute(m[5]["minutes"]) for m in preset)

@@ -186,3 +186,18 @@ def test_chance_games_add_their_sections_and_rows():
     assert "| Backgammon | Stochastic MuZero | 93% of 100 games vs random, 41% vs `pipcount` |" in readme
     assert "| 6,123 [5500, 6700] | 99% | 80% | 31% | 0% |" in page
     assert "93-0-7 of 100" in page and "41-0-59 of 100" in page
+
+
+def test_a_minatar_best_mark_shows_as_best_and_stays_out_of_the_seed_means_and_the_row():
+    files = [(name, data) for name, data in results_page.read_files() if "breakout" not in data]
+    mark = {"updates": 40_000, "env_steps": 10_000_000, "mean_return": 7.0, "bootstrap_ci": [6.0, 8.0],
+            "episodes": 100, "max_steps": 2_000}
+    runs = [{"game": "breakout", "seed": seed, "marks": [{**mark, "minutes": 60.1, "mean_return": value},
+                                                          {**mark, "mark": "best", "minutes": 41.3, "mean_return": 99.0}]}
+            for seed, value in ((0, 12.0), (1, 14.0))]
+    page, table = results_page.build([*files, ("x-breakout.json", {"benchmark": "learning", "matmul_gflops": 400.0,
+                                                                  "breakout": runs})], _published())
+    assert "| MuZero | 0 | 41.3 (best) |" in page and "**99.00**" in page
+    assert "| MuZero | 60 min | 2 | **13.00** |" in page  # the seeds' 60-minute marks only
+    row = next(line for line in table if line.startswith("| MinAtar Breakout |"))
+    assert "mean return 13.0" in row and "| 60 |" in row

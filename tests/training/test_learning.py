@@ -116,6 +116,20 @@ def test_the_learning_benchmark_names_an_unknown_chance_agent(capsys):
     assert "--chance-agents: unknown alphazero; known: stochastic_muzero, muzero" in capsys.readouterr().err
 
 
+def test_a_minatar_mark_is_a_minute_or_the_best_checkpoint(tmp_path, capsys):
+    from bench.learning import _mark_checkpoint, main
+
+    with pytest.raises(SystemExit):  # something must say how long to train
+        main(["--games", "breakout", "--minatar-minutes", "best"])
+    assert "--minatar-minutes: name at least one minute to train for (e.g. 60,best)" in capsys.readouterr().err
+    # A minute: the newest checkpoint saved by then (half a minute's slack), the setup's seconds counted.
+    checkpoints = [(600.0, tmp_path / "a"), (1190.0, tmp_path / "b"), (1800.0, tmp_path / "c")]
+    assert _mark_checkpoint(tmp_path, 20.0, checkpoints, setup=5.0) == (1190.0, tmp_path / "b")
+    assert _mark_checkpoint(tmp_path, 5.0, checkpoints, setup=5.0) == (600.0, tmp_path / "a")  # none yet: the first
+    with pytest.raises(SystemExit, match="has no best checkpoint"):
+        _mark_checkpoint(tmp_path, "best", checkpoints, setup=5.0)
+
+
 def test_the_2048_random_mover_plays_whole_games_on_the_agents_seeds():
     from bench.learning import random_mover_2048
 
