@@ -25,6 +25,10 @@ Choices where the thesis is silent or loose (MuZero practice):
     logits drift apart update after update). Its entropy is over the actions p*_t gives weight:
     with Gumbel MuZero exactly the legal ones, so the dummy action and illegal moves neither
     dilute it nor receive probability from it; with PUCT the visited ones.
+  * The entropy floor (`entropy_floor`, default 0: none) is the bonus made adaptive: a penalty
+    on the batch's mean root-prior entropy only while it is below a set fraction of its most, so it
+    holds up a prior that collapses and leaves alone one that does not (one MinAtar preset for games
+    whose priors collapse and games whose priors do not; docs/training.md).
   * x⁰_{t+1} = h(next_stacked_obs) is computed in training mode (batch
     moments, as x¹ is) but its batch-norm moment update is discarded, so
     h's running moments are updated once per step, from stacked_obs.
@@ -60,6 +64,12 @@ class LossConfig:
     policy_coef: float = 1.0  # weight of the policy term (the thesis has none, i.e. 1)
     dynamics_gradient_scale: float = 0.5  # gradient factor at the entrance of each dynamics call (MuZero: 0.5)
     entropy_coef: float = 0.0  # c_H, weight of the root prior's entropy bonus (module docstring); 0 = none
+    # The entropy floor (module docstring): the batch's mean root-prior entropy, each example's as a fraction
+    # of its most (ln of the actions p* supports), is held above `entropy_floor` by a penalty of
+    # entropy_floor_coef per unit below it. 0 = none. Unlike the bonus it does nothing while the prior is
+    # spread wider than the floor, so a game whose prior does not collapse trains as without it.
+    entropy_floor: float = 0.0
+    entropy_floor_coef: float = 1.0
     # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
     # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
     bootstrap_from: str = "search"
@@ -84,6 +94,10 @@ class LossConfig:
                 raise MooziError(f"loss.{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.entropy_coef < 0:
             raise MooziError(f"loss.entropy_coef must be >= 0, got {self.entropy_coef}")
+        if not 0.0 <= self.entropy_floor < 1.0:
+            raise MooziError(f"loss.entropy_floor must lie in [0, 1) (a fraction of the most entropy), got {self.entropy_floor}")
+        if self.entropy_floor_coef < 0:
+            raise MooziError(f"loss.entropy_floor_coef must be >= 0, got {self.entropy_floor_coef}")
         if self.search_value_weight_updates < 1:
             raise MooziError(f"loss.search_value_weight_updates must be >= 1, got {self.search_value_weight_updates}")
 
@@ -197,6 +211,20 @@ def supported_entropy(logits, target_probs):
     # Finite, so a row with no supported action (past an episode's end) stays finite, gradient included.
     log_p = jax.nn.log_softmax(jnp.where(supported, logits, -1e9), axis=-1)
     return -jnp.sum(jnp.where(supported, jnp.exp(log_p) * log_p, 0.0), axis=-1)
+
+
+def normalized_entropy(entropy, target_probs, mask):
+    """[B] entropies over the actions p* supports, [B, A] p*, [B] mask -> the masked mean of each entropy
+    as a fraction of its most, ln(supported actions); examples with fewer than two such actions are left out."""
+    supported = jnp.sum(target_probs > 0, axis=-1)
+    counted = mask * (supported >= 2)
+    fraction = entropy / jnp.log(jnp.maximum(supported, 2).astype(entropy.dtype))
+    return jnp.sum(fraction * counted) / jnp.maximum(jnp.sum(counted), 1.0)
+
+
+def entropy_floor_term(config: LossConfig, mean_normalized_entropy):
+    """The floor's penalty: entropy_floor_coef · max(0, entropy_floor - the batch's mean normalised entropy)."""
+    return config.entropy_floor_coef * jax.nn.relu(config.entropy_floor - mean_normalized_entropy)
 
 
 def reward_term(batch: TrainingTarget, outputs, support):
@@ -317,6 +345,12 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
     per_example_loss = weight * sum(terms.values())  # [B]
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
     loss = jnp.mean(per_example_loss) + l2_loss
+    entropy_fraction = normalized_entropy(root_entropy, batch.action_probs[:, 0], batch.policy_mask[:, 0])
+    floor_metrics = {}
+    if config.entropy_floor > 0:
+        # A term of the batch, not of each example: neither importance-weighted nor a replay priority.
+        floor_metrics["entropy_floor_loss"] = entropy_floor_term(config, entropy_fraction)
+        loss = loss + floor_metrics["entropy_floor_loss"]
 
     if config.priority == "max_step":
         values = jnp.stack([o.value for o in outputs], axis=1)  # [B, K+1]
@@ -335,6 +369,8 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
         policy_entropy_supported=jnp.sum(root_entropy) / jnp.maximum(jnp.sum(batch.policy_mask[:, 0]), 1.0),
+        policy_entropy_fraction=entropy_fraction,
+        **floor_metrics,
         priority_mean=jnp.mean(priorities),
         importance_weight_mean=jnp.mean(weight),
         **(extra_metrics or {}),

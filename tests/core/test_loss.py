@@ -326,6 +326,57 @@ def test_entropy_bonus_term_and_gradient():
     assert float(jnp.mean(-jnp.sum(jnp.exp(log_q) * log_q, -1))) > float(jnp.mean(entropy))
 
 
+def test_the_normalized_entropy_and_the_floor_by_hand():
+    """Each example's entropy over its most, ln(supported actions), averaged over the counted examples;
+    the floor's penalty is its coefficient times the shortfall below the floor, 0 above it."""
+    from moozi.core.loss import entropy_floor_term, normalized_entropy
+
+    entropy = jnp.asarray([np.log(2.0), 0.5, 0.3, 0.9, 0.0])
+    target = jnp.asarray([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.3, 0.3, 0.4, 0.0],
+                          [0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    mask = jnp.asarray([1.0, 1.0, 1.0, 0.0, 1.0])
+    # Row 3 is masked; row 4 has one supported action (no choice, nothing to hold up): both left out.
+    expected = (1.0 + 0.5 / np.log(4.0) + 0.3 / np.log(3.0)) / 3
+    fraction = normalized_entropy(entropy, target, mask)
+    np.testing.assert_allclose(fraction, expected, rtol=1e-6)
+    floor = LossConfig(entropy_floor=0.9, entropy_floor_coef=2.0)
+    np.testing.assert_allclose(entropy_floor_term(floor, fraction), 2.0 * (0.9 - expected), rtol=1e-5)
+    assert float(entropy_floor_term(dataclasses.replace(floor, entropy_floor=0.5), fraction)) == 0.0
+    assert float(normalized_entropy(entropy, target, jnp.zeros(5))) == 0.0  # nothing counted: 0, not NaN
+
+
+@pytest.mark.slow
+def test_the_entropy_floor_adds_its_shortfall_to_the_loss_and_raises_the_entropy():
+    network, variables, batch = _setup(num_unroll=2)
+    plain = LossConfig()
+    loss, aux = _loss(network, variables, batch, plain)
+    fraction = float(aux.metrics["policy_entropy_fraction"])
+    assert "entropy_floor_loss" not in aux.metrics and 0.0 < fraction <= 1.0
+    # Above the prior's entropy: the loss rises by exactly the shortfall; the examples' terms do not change.
+    held = dataclasses.replace(plain, entropy_floor=min(fraction + 0.05, 0.999), entropy_floor_coef=3.0)
+    loss_h, aux_h = _loss(network, variables, batch, held)
+    np.testing.assert_allclose(float(loss_h) - float(loss), 3.0 * (held.entropy_floor - fraction), rtol=1e-3)
+    np.testing.assert_allclose(aux_h.per_example_loss, aux.per_example_loss, rtol=1e-6)
+    # Below it: nothing changes.
+    loss_l, _ = _loss(network, variables, batch, dataclasses.replace(held, entropy_floor=fraction / 2))
+    np.testing.assert_allclose(float(loss_l), float(loss), rtol=1e-6)
+    # The penalty's gradient raises the prior's entropy: one small step along it increases the fraction.
+    def floor_only(params):
+        _, aux_ = _jitted_loss_fn(params, variables["batch_stats"], None, batch, network=network, config=held)
+        return aux_.metrics["entropy_floor_loss"]
+    grads = jax.grad(floor_only)(variables["params"])
+    stepped = {**variables, "params": jax.tree.map(lambda p, g: p - 1e-2 * g, variables["params"], grads)}
+    _, aux_s = _loss(network, stepped, batch, plain)
+    assert float(aux_s.metrics["policy_entropy_fraction"]) > fraction
+
+
+def test_the_entropy_floor_is_validated():
+    with pytest.raises(MooziError, match="entropy_floor must lie in"):
+        LossConfig(entropy_floor=1.0)
+    with pytest.raises(MooziError, match="entropy_floor_coef"):
+        LossConfig(entropy_floor=0.2, entropy_floor_coef=-1.0)
+
+
 def test_entropy_coef_is_validated():
     with pytest.raises(MooziError, match="entropy_coef"):
         LossConfig(entropy_coef=-0.1)
