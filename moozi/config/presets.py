@@ -68,6 +68,10 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "planner.discount": 1.0,
         **_BOARD_GAME_LEARNING,
         "targets.td_steps": 42,  # the longest game: a Monte-Carlo return
+        # MuZero is bound by its learner here and the unroll is most of an update: K = 3 makes ~30% more
+        # updates an hour, which won more games (docs/board_games.md, "Three unroll steps"). AlphaZero mode
+        # unrolls nothing whatever this says.
+        "targets.num_unroll_steps": 3,
     },
     "go9": {
         # AlphaZero mode on pgx's go_9x9: MuZero learned to pass (docs/go.md, "Why AlphaZero mode").
