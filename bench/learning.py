@@ -117,6 +117,11 @@ def _seat_counts(result) -> list[dict]:
     return [{"player": s.player, "wins": s.wins, "draws": s.draws, "losses": s.losses} for s in result.per_seat]
 
 
+def _marks(text: str) -> list:
+    """A comma-separated list of marks: minutes, or "best"."""
+    return [m if m == "best" else float(m) for m in text.split(",") if m]
+
+
 def _mark_checkpoint(run_dir: pathlib.Path, mark, checkpoints, setup: float):
     """(training seconds, path) of the checkpoint a mark measures: "best", what `load_agent(run)` plays
     (the in-training tests' best checkpoint), or a minute, the newest checkpoint saved by then."""
@@ -488,6 +493,15 @@ def main(argv=None) -> dict:
         parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: stochastic_muzero, muzero")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
+    # Checked before anything trains: a bad mark should not wait for the games before it.
+    c4_marks, minatar_marks = _marks(args.c4_marks), _marks(args.minatar_minutes)
+    if "connect_four" in games and args.c4_run_dir is None and all(m == "best" for m in c4_marks):
+        parser.error("--c4-marks: name at least one minute to train for (e.g. 60,best)")
+    if "connect_four" in games and args.c4_run_dir is not None and args.seeds != 1:
+        parser.error("--c4-run-dir measures one run: give --seeds 1")
+    minatar_minutes = [m for m in minatar_marks if m != "best"]  # PPO and IMPALA keep no best checkpoint
+    if any(g in MINATAR_GAMES for g in games) and not minatar_minutes:
+        parser.error("--minatar-minutes: name at least one minute to train for (e.g. 60,best)")
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
     from bench.selfplay import matmul_flops_per_s
 
@@ -500,16 +514,11 @@ def main(argv=None) -> dict:
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))
         if "connect_four" in games:
-            marks = [m if m == "best" else float(m) for m in args.c4_marks.split(",")]
-            if args.c4_run_dir is None and all(m == "best" for m in marks):
-                parser.error("--c4-marks: name at least one minute to train for (e.g. 60,best)")
-            if args.c4_run_dir is not None and args.seeds != 1:
-                parser.error("--c4-run-dir measures one run: give --seeds 1")
             counts = [None if c == "play" else int(c) for c in args.c4_simulations.split(",") if c]
             opponents = [o for o in args.c4_opponents.split(",") if o]
             run_dir = pathlib.Path(args.c4_run_dir) if args.c4_run_dir else None
             report.setdefault("connect_four", []).append(
-                connect_four(seed, marks, work, args.c4_games, args.c4_solver_games, args.c4_agent, counts,
+                connect_four(seed, c4_marks, work, args.c4_games, args.c4_solver_games, args.c4_agent, counts,
                              opponents, run_dir))
         if "go9" in games:
             if args.go_run_dir is not None and args.seeds != 1:
@@ -525,22 +534,18 @@ def main(argv=None) -> dict:
                 report.setdefault(f"{game}:random", []).append(
                     dict(random_mover_2048(args.chance_episodes, seed * 1000), seed=seed))
         for game in (g for g in MINATAR_GAMES if g in games):
-            marks = [m if m == "best" else float(m) for m in args.minatar_minutes.split(",")]
-            minutes = [m for m in marks if m != "best"]  # PPO and IMPALA keep no best checkpoint
-            if not minutes:
-                parser.error("--minatar-minutes: name at least one minute to train for (e.g. 60,best)")
             if "muzero" in agents:
                 report.setdefault(game, []).append(
-                    minatar(game, seed, marks, work, args.minatar_episodes, args.minatar_max_steps,
+                    minatar(game, seed, minatar_marks, work, args.minatar_episodes, args.minatar_max_steps,
                             sampled=args.minatar_sampled))
             for agent in ("ppo", "impala"):
                 if agent in agents:
                     report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(
-                        agent, game, seed, minutes, args.minatar_episodes, args.minatar_max_steps,
+                        agent, game, seed, minatar_minutes, args.minatar_episodes, args.minatar_max_steps,
                         getattr(args, f"{agent}_envs"), getattr(args, f"{agent}_rollout_steps")))
                 if f"{agent}-host" in agents:
                     report.setdefault(f"{game}:{agent}-host", []).append(
-                        minatar(game, seed, minutes, work, args.minatar_episodes, args.minatar_max_steps, agent))
+                        minatar(game, seed, minatar_minutes, work, args.minatar_episodes, args.minatar_max_steps, agent))
     report["load_average_1min"] = os.getloadavg()[0]
     for game in ("tic_tac_toe", "connect_four", "go9", *CHANCE_GAMES, *(f"{g}:random" for g in CHANCE_GAMES), *MINATAR_GAMES, *(f"{g}:{a}" for a in ("ppo", "impala", "ppo-host", "impala-host") for g in MINATAR_GAMES)):
         for row in report.get(game, []):
