@@ -171,6 +171,7 @@ def make_loss(config: Config) -> tuple[Callable, LossConfig]:
     return stochastic_loss_fn, StochasticLossConfig(
         **base,
         afterstate_value_coef=chance.afterstate_value_coef,
+        afterstate_value_target=chance.afterstate_value_target,
         chance_coef=chance.chance_coef,
         commitment_coef=chance.commitment_coef,
     )

@@ -125,6 +125,10 @@ class StochasticConfig:
     # (2 or 4 on one of 16 cells) and backgammon's 21 rolls; LightZero's 2048 uses 32.
     num_chance_outcomes: int = 32
     afterstate_value_coef: float = 0.25  # c_Q: Q(s, a) = v(as) on the value head's target (loss.value_coef's default)
+    # Q's target. "return": the value head's own target z_{t+k} (the paper). "next_value": one step,
+    # r_{t+k+1} + gamma v(o_{t+k+1}) with v the target network's value of the real next position
+    # (TD-Gammon's afterstate TD(0)): the move's own consequence, without the rest of the game's noise.
+    afterstate_value_target: Literal["return", "next_value"] = "return"
     chance_coef: float = 1.0  # c_sigma: sigma's cross-entropy against the encoder's code (the paper's 1)
     commitment_coef: float = 0.25  # beta: the encoder's commitment cost (VQ-VAE's 0.25)
 

@@ -68,7 +68,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from moozi.core.stochastic_loss import StochasticTrainingTarget, gather_future_stacked_obs
+from moozi.core.stochastic_loss import StochasticTrainingTarget, gather_future_stacked_obs, next_value_discounts
 from moozi.core.sum_tree import SumTree
 from moozi.core.targets import (
     StepStorage,
@@ -447,7 +447,12 @@ class ReplayBuffer:
         if self._future_observations:
             future = gather_future_stacked_obs(self._storage, slots, config=self.target_config,
                                                num_actions=self.spec.num_actions, obs_levels=self.spec.stored_obs_levels)
-            targets = StochasticTrainingTarget(targets, future)
+            discounts = next_value_discounts(
+                self._storage.step_index[slots], self._storage.episode_length[slots],
+                None if targets.turn_passes is None else np.asarray(targets.turn_passes),
+                num_unroll=self.target_config.num_unroll_steps, discount=self.target_config.discount,
+                discount_sign=self.spec.discount_sign, xp=np)
+            targets = StochasticTrainingTarget(targets, future, discounts)
         return targets, positions
 
     # ------------------------------------------------------------------ reanalyze

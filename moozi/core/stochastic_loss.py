@@ -9,7 +9,7 @@ G^N_{t+k}, or its mix with v* under the search-value schedule) and the unroll
 
 the terms are
     policy, value, reward, consistency, entropy    as loss.py (on the states s⁰ .. s^K)
-    afterstate value = c_Q · 1/K Σ_{k<K} CE(Φ(z_{t+k}), Q^k)
+    afterstate value = c_Q · 1/K Σ_{k<K} CE(Φ(z_{t+k}), Q^k)   (or the one-step target, below)
     chance           = c_σ · 1/K Σ_{k<K} CE(sg(c_{t+k+1}), σ^k)                    masked
     commitment       = β   · 1/K Σ_{k<K} ||c_{t+k+1} - softmax(c^e_{t+k+1})||²       masked
 and the batch loss is mean_b(ρ_b · per-example loss) + c_L2 ||θ||², as loss.py.
@@ -22,6 +22,15 @@ not the other way round. The encoder itself learns through the
 straight-through code that g consumes (every term downstream of g), and the
 commitment term pulls its softmax towards the one-hot it emits, which is
 VQ-VAE's commitment cost for a codebook of one-hot vectors.
+
+`afterstate_value_target="next_value"` trains Q^k instead on one step,
+r_{t+k+1} + γ s_{t+k} v(o_{t+k+1}) (s_{t+k} = -1 where the player to move
+changes, 0 weight where o_{t+k+1} is terminal or past the end), v the target
+network's value of the real next position, as TD-Gammon learned its afterstate
+values with TD. Its expectation over chance is Q(s, a), as z's is, but it
+carries the noise of one chance step, not of the rest of the game: in
+backgammon the value of the real next position ranks the moves far better
+than Q (docs/stochastic.md).
 
 Choices the paper leaves open:
   * The three chance terms average over the K steps (1/K Σ), as the
@@ -74,11 +83,15 @@ from moozi.envs.base import DUMMY_ACTION, decode_obs
 from moozi.errors import MooziError
 
 
+AFTERSTATE_VALUE_TARGETS = ("return", "next_value")
+
+
 @dataclasses.dataclass(frozen=True)
 class StochasticLossConfig(LossConfig):
     """loss.py's coefficients and target choices, plus the chance terms' weights."""
 
     afterstate_value_coef: float = 0.25  # c_Q; the value head's c_v by default: the same target, the same overfitting risk
+    afterstate_value_target: str = "return"  # Q's target: "return" (z_{t+k}) or "next_value" (see the module docstring)
     chance_coef: float = 1.0  # c_σ, weight of σ's cross-entropy against the encoder's code (the paper: 1)
     commitment_coef: float = 0.25  # β, the encoder's commitment cost (VQ-VAE's usual 0.25)
 
@@ -87,6 +100,9 @@ class StochasticLossConfig(LossConfig):
         for name in ("afterstate_value_coef", "chance_coef", "commitment_coef"):
             if getattr(self, name) < 0:
                 raise MooziError(f"loss.{name} must be >= 0, got {getattr(self, name)}")
+        if self.afterstate_value_target not in AFTERSTATE_VALUE_TARGETS:
+            raise MooziError(f"afterstate_value_target must be one of {AFTERSTATE_VALUE_TARGETS}, "
+                             f"got {self.afterstate_value_target!r}")
 
 
 class StochasticTrainingTarget(NamedTuple):
@@ -94,6 +110,9 @@ class StochasticTrainingTarget(NamedTuple):
 
     target: TrainingTarget
     future_stacked_obs: Array  # [B, K, H, W, C_h]: history inputs at t+1 .. t+K (index 0 equals next_stacked_obs)
+    # [B, K] float32: gamma · s_{t+k} where o_{t+k+1} is a position to value (t+k+1 < T-1), else 0; s_{t+k} is -1
+    # where the player to move changes from t+k to t+k+1. The one-step target's bootstrap weight.
+    next_value_discount: Array | None = None
 
 
 class StochasticUnroll(NamedTuple):
@@ -134,12 +153,33 @@ def gather_future_stacked_obs(storage: StepStorage, indices, *, config: TargetCo
     return stack_history(frames[:, windows], actions[:, windows], num_actions)
 
 
+def next_value_discounts(step_index, episode_length, turn_passes, *, num_unroll: int, discount: float,
+                         discount_sign: float, xp: Any = jnp) -> Array:
+    """[B, K]: γ · s_{t+k} where o_{t+k+1} is a position to value, else 0 (`next_value_discount`).
+
+    step_index, episode_length [B]: t and T of each target; the last stored step, T-1, is terminal (value
+    0), as for targets.py's bootstrap. turn_passes [B, K] (games whose turns may repeat) or None, when
+    every step signs by `discount_sign`."""
+    next_step = xp.asarray(step_index)[:, None] + xp.arange(1, num_unroll + 1)[None, :]  # t+k+1
+    valid = next_step < xp.asarray(episode_length)[:, None] - 1
+    if turn_passes is None:
+        sign = xp.full(valid.shape, discount_sign, xp.float32)
+    else:
+        sign = 1.0 - 2.0 * xp.asarray(turn_passes, xp.float32)
+    return xp.where(valid, np.float32(discount) * sign, 0.0).astype(xp.float32)
+
+
 def make_stochastic_targets(storage: StepStorage, indices, *, config: TargetConfig, num_actions: int,
                             discount_sign: float) -> StochasticTrainingTarget:
-    """`targets.make_targets` plus `future_stacked_obs` (pure, jittable; the same static arguments)."""
+    """`targets.make_targets` plus `future_stacked_obs` and `next_value_discount` (pure, jittable; the same
+    static arguments)."""
     target = make_targets(storage, indices, config=config, num_actions=num_actions, discount_sign=discount_sign)
     future = gather_future_stacked_obs(storage, indices, config=config, num_actions=num_actions)
-    return StochasticTrainingTarget(target=target, future_stacked_obs=future)
+    indices = jnp.asarray(indices, jnp.int32)
+    discounts = next_value_discounts(
+        jnp.asarray(storage.step_index)[indices], jnp.asarray(storage.episode_length)[indices], target.turn_passes,
+        num_unroll=config.num_unroll_steps, discount=config.discount, discount_sign=discount_sign)
+    return StochasticTrainingTarget(target=target, future_stacked_obs=future, next_value_discount=discounts)
 
 
 # --------------------------------------------------------------------------- unroll and terms
@@ -182,8 +222,21 @@ def _unrolled_mean(per_step):
     return jnp.sum(per_step, axis=1) / max(per_step.shape[1], 1)
 
 
+def next_value_targets(network: StochasticNetwork, target_variables, batch: StochasticTrainingTarget) -> Array:
+    """[B, K]: r_{t+k+1} + γ s_{t+k} v(o_{t+k+1}), v the target network's value of the real next position."""
+    if batch.next_value_discount is None or target_variables is None:
+        raise MooziError("stochastic.afterstate_value_target='next_value' needs next_value_discount in the batch "
+                         "and target variables")
+    target = batch.target
+    batch_size, num_unroll = target.actions.shape
+    obs = batch.future_stacked_obs
+    out = network.initial_inference(target_variables, obs.reshape(batch_size * num_unroll, *obs.shape[2:]))
+    values = out.value.reshape(batch_size, num_unroll)
+    return jax.lax.stop_gradient(target.rewards + batch.next_value_discount * values)
+
+
 def afterstate_value_term(targets: Array, q_logits: Array, support: Support):
-    """([B] mean over k of CE(Φ(z_{t+k}), Q^k), [B, K]); targets [B, K+1], q_logits [B, K, Z]."""
+    """([B] mean over k of CE(Φ(z_{t+k}), Q^k), [B, K]); targets [B, >= K], q_logits [B, K, Z]."""
     num_unroll = q_logits.shape[1]
     q_ce = optax.softmax_cross_entropy(q_logits, scalar_to_two_hot(targets[:, :num_unroll], support))
     return _unrolled_mean(q_ce), q_ce
@@ -243,7 +296,10 @@ def stochastic_loss_fn(
     if num_unroll > 0:
         reward, reward_ce = reward_term(target, outputs, support)
         consistency, new_batch_stats = consistency_term(network, params, batch_stats, new_batch_stats, target, outputs)
-        q_value, _ = afterstate_value_term(targets, unrolled.afterstates.value_logits, support)
+        q_targets = targets
+        if config.afterstate_value_target == "next_value":
+            q_targets = next_value_targets(network, target_variables, batch)
+        q_value, _ = afterstate_value_term(q_targets, unrolled.afterstates.value_logits, support)
         chance, _ = chance_term(unrolled.afterstates.chance_logits, unrolled.chance.code, chance_mask)
         commitment, _ = commitment_term(unrolled.chance.logits, chance_mask)
 

@@ -474,7 +474,10 @@ def test_future_observations_are_the_histories_at_the_next_k_steps():
         t, windows = (position, first) if position < T0 else (position - T0, second)
         np.testing.assert_array_equal(batch.future_stacked_obs[row], windows[t + 1 : t + K + 1])
         np.testing.assert_array_equal(batch.target.stacked_obs[row], windows[t])
-        seen_past_end |= t + K >= (T0 if position < T0 else 7)
+        # The one-step afterstate target's weight: gamma (1 here, one player) while o_{t+k+1} is not terminal.
+        T = T0 if position < T0 else 7
+        np.testing.assert_array_equal(batch.next_value_discount[row], [float(t + k + 1 < T - 1) for k in range(K)])
+        seen_past_end |= t + K >= T
     assert seen_past_end  # some rows read past their episode's end (zero frames there)
 
 

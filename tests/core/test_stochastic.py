@@ -25,6 +25,8 @@ from moozi.core.stochastic_loss import (
     commitment_term,
     gather_future_stacked_obs,
     make_stochastic_targets,
+    next_value_discounts,
+    next_value_targets,
     stochastic_loss_fn,
     stochastic_unroll,
 )
@@ -407,6 +409,55 @@ def test_loss_config_checks():
     assert isinstance(StochasticLossConfig(), LossConfig)
     with pytest.raises(MooziError, match="commitment_coef"):
         StochasticLossConfig(commitment_coef=-1.0)
+    with pytest.raises(MooziError, match="afterstate_value_target must be one of .*'next_value'"):
+        StochasticLossConfig(afterstate_value_target="td")
+
+
+# --------------------------------------------------------------------------- the one-step afterstate target
+
+
+@pytest.mark.parametrize("xp", [np, jnp], ids=["numpy", "jax"])
+def test_next_value_discounts_by_hand(xp):
+    # t = 0 in an episode of T = 5 steps (t = 4 terminal): o_1, o_2, o_3 are all positions to value.
+    # t = 2: o_3 is, o_4 is terminal (value 0) and o_5 lies past the end.
+    args = dict(num_unroll=3, discount=0.9, xp=xp)
+    step_index, episode_length = np.array([0, 2]), np.array([5, 5])
+    np.testing.assert_allclose(next_value_discounts(step_index, episode_length, None, discount_sign=-1.0, **args),
+                               [[-0.9, -0.9, -0.9], [-0.9, 0.0, 0.0]], rtol=1e-6)
+    # Turns that may repeat: only where the player to move changes is the next position's value negated.
+    passes = np.array([[0.0, 1.0, 0.0], [1.0, 1.0, 1.0]], np.float32)
+    np.testing.assert_allclose(next_value_discounts(step_index, episode_length, passes, discount_sign=-1.0, **args),
+                               [[0.9, -0.9, 0.9], [-0.9, 0.0, 0.0]], rtol=1e-6)
+
+
+def test_next_value_target_is_one_step_through_the_real_next_position():
+    network, batch = _network(TINY_MLP), _batch()
+    variables = _variables(network, batch)
+    target_variables = jax.jit(network.init)(jax.random.PRNGKey(7), batch.target.stacked_obs)  # not the online net
+    discounts = jnp.asarray([[1.0, -1.0], [0.5, 0.0], [0.0, 0.0]], jnp.float32)
+    batch = batch._replace(next_value_discount=discounts)
+    out = network.initial_inference(target_variables, batch.future_stacked_obs.reshape(3 * K, *OBS_SHAPE[:2], -1))
+    values = np.asarray(out.value).reshape(3, K)
+    expected = np.asarray(batch.target.rewards) + np.asarray(discounts) * values
+    np.testing.assert_allclose(next_value_targets(network, target_variables, batch), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(expected[2], batch.target.rewards[2])  # a terminal next position: the reward alone
+
+    # Through the whole loss: Q's term is its cross-entropy against these targets and nothing else changes.
+    config = StochasticLossConfig(afterstate_value_target="next_value", afterstate_value_coef=0.5)
+    _, aux = _loss(variables["params"], variables["batch_stats"], target_variables, batch, network=network,
+                   config=config)
+    _, base = _loss(variables["params"], variables["batch_stats"], target_variables, batch, network=network,
+                    config=dataclasses.replace(config, afterstate_value_target="return"))
+    unrolled, _ = stochastic_unroll(network, variables["params"], variables["batch_stats"], batch,
+                                    config.dynamics_gradient_scale)
+    q_term, _ = afterstate_value_term(jnp.asarray(expected), unrolled.afterstates.value_logits,
+                                      network.config.support)
+    np.testing.assert_allclose(aux.terms["afterstate_value_loss"], 0.5 * np.asarray(q_term), rtol=1e-5)
+    assert not np.allclose(aux.terms["afterstate_value_loss"], base.terms["afterstate_value_loss"])
+    for name in ("policy_loss", "value_loss", "reward_loss", "chance_loss"):
+        np.testing.assert_allclose(aux.terms[name], base.terms[name], rtol=1e-6, err_msg=name)
+    with pytest.raises(MooziError, match="next_value_discount"):
+        next_value_targets(network, target_variables, batch._replace(next_value_discount=None))
 
 
 # --------------------------------------------------------------------------- the encoder's extra input
@@ -431,6 +482,8 @@ def test_future_stacked_obs_are_the_next_targets_histories():
     future = np.asarray(out.future_stacked_obs)  # [T, K, H, W, C_h]
     assert future.shape == (T, 3, *out.target.stacked_obs.shape[1:])
     np.testing.assert_array_equal(future[:, 0], out.target.next_stacked_obs)
+    expected_discounts = [[float(t + k < T - 1) for k in range(1, 4)] for t in range(T)]  # o_{t+k} not terminal
+    np.testing.assert_array_equal(out.next_value_discount, expected_discounts)
     host = gather_future_stacked_obs(storage, np.arange(T), config=config, num_actions=NA)  # numpy row reads
     np.testing.assert_array_equal(host, future)
     histories = np.asarray(make_targets(storage, indices, **kwargs).stacked_obs)  # the history at each t

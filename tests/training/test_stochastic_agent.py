@@ -97,15 +97,22 @@ def test_a_preset_with_gumbel_search_is_refused_for_the_agent():
 
 def test_the_stochastic_section_round_trips_and_reaches_the_loss():
     config = _config(**{"stochastic.chance_coef": 0.5, "stochastic.afterstate_value_coef": 0.75,
+                        "stochastic.afterstate_value_target": "next_value",
                         "stochastic.commitment_coef": 0.125, "loss.value_coef": 0.5, "train.agent_network": "target"})
     saved = json.loads(json.dumps(config_to_dict(config)))
-    assert saved["stochastic"] == {"num_chance_outcomes": C, "afterstate_value_coef": 0.75, "chance_coef": 0.5,
+    assert saved["stochastic"] == {"num_chance_outcomes": C, "afterstate_value_coef": 0.75,
+                                   "afterstate_value_target": "next_value", "chance_coef": 0.5,
                                    "commitment_coef": 0.125}
     assert config_from_dict(saved) == config
+    del saved["stochastic"]["afterstate_value_target"]  # a run saved before the key existed
+    assert config_from_dict(saved).stochastic.afterstate_value_target == "return"
     loss, loss_config = make_loss(config)
     assert loss is stochastic_loss_fn
     assert loss_config == StochasticLossConfig(**dataclasses.asdict(config.loss), afterstate_value_coef=0.75,
-                                               chance_coef=0.5, commitment_coef=0.125)
+                                               afterstate_value_target="next_value", chance_coef=0.5,
+                                               commitment_coef=0.125)
+    with pytest.raises(ConfigError, match="stochastic.afterstate_value_target.*'return'.*'next_value'"):
+        _config(**{"stochastic.afterstate_value_target": "td"})
     muzero = build_config("pgx:2048")
     assert make_loss(muzero) == (loss_fn, muzero.loss)
 
@@ -176,6 +183,9 @@ def test_the_replay_role_hands_out_future_stacked_observations(replay_batch):
     assert batch.target.stacked_obs.shape == (16, 4, 4, 72)
     np.testing.assert_array_equal(batch.future_stacked_obs[:, 0], batch.target.next_stacked_obs)
     assert indices.shape == (16,)
+    # One player: the one-step afterstate target's weight is gamma wherever o_{t+k+1} is not terminal, else 0.
+    assert batch.next_value_discount.shape == (16, K)
+    assert set(np.unique(batch.next_value_discount)) <= {0.0, np.float32(CONFIG.targets.discount)}
 
 
 @pytest.mark.slow
