@@ -448,8 +448,7 @@ class ReplayBuffer:
             future = gather_future_stacked_obs(self._storage, slots, config=self.target_config,
                                                num_actions=self.spec.num_actions, obs_levels=self.spec.stored_obs_levels)
             discounts = next_value_discounts(
-                self._storage.step_index[slots], self._storage.episode_length[slots],
-                None if targets.turn_passes is None else np.asarray(targets.turn_passes),
+                self._storage.step_index[slots], self._storage.episode_length[slots], targets.turn_passes,
                 num_unroll=self.target_config.num_unroll_steps, discount=self.target_config.discount,
                 discount_sign=self.spec.discount_sign, xp=np)
             targets = StochasticTrainingTarget(targets, future, discounts)
