@@ -88,6 +88,11 @@ class NetworkConfig:
     # Off by default so that runs saved before it existed load unchanged; the backgammon preset
     # turns it on (docs/stochastic.md, "Backgammon").
     mlp_action_features: bool = False
+    # mlp: the dynamics functions (g; Stochastic MuZero's φ and g) give the next state as the last one
+    # plus a learned change, h' = h + W·x, as the resnet's dynamics blocks are residual; the dense
+    # layers then learn what a move changes, not the whole position again. Off by default so that
+    # runs saved before it existed load unchanged.
+    mlp_residual_dynamics: bool = False
     # resnet: MuZero's Atari downsampling before h's blocks (two stride-2 convolutions with a residual
     # block after each, then two stride-2 average pools): a 84x84 frame becomes a 6x6 hidden state,
     # which the search and the unroll can afford. Board games keep their full resolution.
@@ -369,6 +374,17 @@ def dynamics_action_maps(config: NetworkConfig, action_planes, action_features):
     return planes, features
 
 
+def mlp_next_state(config: NetworkConfig, state, x, train: bool):
+    """The dense layers of an mlp dynamics function, from its input x ([state, what acts on it]) to the
+    next state; called inside the caller's compact scope, so the parameters keep their names."""
+    for size in config.mlp_hidden_sizes:
+        x = _DenseBnRelu(config, size)(x, train)
+    if config.mlp_residual_dynamics:
+        change = nn.Dense(config.mlp_hidden_state_size, dtype=compute_dtype(config), name="state_change")(x)
+        return state + change.astype(state.dtype)
+    return _DenseBnRelu(config, config.mlp_hidden_state_size)(x, train)
+
+
 class _MlpDynamics(nn.Module):
     config: NetworkConfig
     num_actions: int
@@ -378,9 +394,7 @@ class _MlpDynamics(nn.Module):
     def __call__(self, hidden_state, action, train: bool):  # [B, D], [B] -> [B, D], [B, Z]
         x = jnp.concatenate([hidden_state, encode_mlp_action(action, self.num_actions, self.action_features,
                                                              hidden_state.dtype)], -1)
-        for size in self.config.mlp_hidden_sizes:
-            x = _DenseBnRelu(self.config, size)(x, train)
-        x = _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)
+        x = mlp_next_state(self.config, hidden_state, x, train)
         reward_logits = _CategoricalHead(self.config, self.config.support.size, name="reward_head")(x, train)
         return x, reward_logits
 

@@ -40,7 +40,6 @@ from moozi.core.network import (
     NetworkOutput,
     _CategoricalHead,
     _ConvBnRelu,
-    _DenseBnRelu,
     _Downsample,
     _MlpPrediction,
     _MlpProjection,
@@ -53,6 +52,7 @@ from moozi.core.network import (
     encode_mlp_action,
     finish_hidden_state,
     make_network,
+    mlp_next_state,
     model_calls,
     turn_head_logit,
 )
@@ -160,10 +160,8 @@ class _MlpTrunk(nn.Module):
     config: NetworkConfig
 
     @nn.compact
-    def __call__(self, x, train: bool):
-        for size in self.config.mlp_hidden_sizes:
-            x = _DenseBnRelu(self.config, size)(x, train)
-        return _DenseBnRelu(self.config, self.config.mlp_hidden_state_size)(x, train)
+    def __call__(self, state, x, train: bool):
+        return mlp_next_state(self.config, state, x, train)
 
 
 class _MlpAfterstateDynamics(nn.Module):
@@ -174,7 +172,7 @@ class _MlpAfterstateDynamics(nn.Module):
     @nn.compact
     def __call__(self, hidden_state, action, train: bool):  # [B, D], [B] -> [B, D]
         encoded = encode_mlp_action(action, self.num_actions, self.action_features, hidden_state.dtype)
-        return _MlpTrunk(self.config)(jnp.concatenate([hidden_state, encoded], -1), train)
+        return _MlpTrunk(self.config)(hidden_state, jnp.concatenate([hidden_state, encoded], -1), train)
 
 
 class _MlpChanceDynamics(nn.Module):
@@ -182,7 +180,7 @@ class _MlpChanceDynamics(nn.Module):
 
     @nn.compact
     def __call__(self, afterstate, code, train: bool):  # [B, D], [B, C] -> [B, D], [B, Z]
-        x = _MlpTrunk(self.config)(jnp.concatenate([afterstate, code], -1), train)
+        x = _MlpTrunk(self.config)(afterstate, jnp.concatenate([afterstate, code], -1), train)
         reward_logits = _CategoricalHead(self.config, self.config.support.size, name="reward_head")(x, train)
         return x, reward_logits
 

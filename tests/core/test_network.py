@@ -241,3 +241,47 @@ def test_mlp_dynamics_sees_the_action_features_only_when_asked(stochastic):
     features = action_features(spec)
     assert widths["false"] == 4 + spec.num_actions
     assert widths["true"] == 4 + spec.num_actions + features.shape[1]
+
+
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_mlp_residual_dynamics_adds_a_change_to_the_last_state(stochastic):
+    # network.mlp_residual_dynamics: the dynamics (MuZero's g, Stochastic MuZero's φ and g) give the last
+    # state plus W·x + b. With W = 0 the next state is the last one plus b, exactly, for every action;
+    # with the flag off the parameters keep their names (runs saved before it load unchanged).
+    from moozi.builders import build_network, env_spec, example_stacked_obs, seed_key
+    from moozi.config import build_config
+    from moozi.core.network import finish_hidden_state
+
+    tiny = {"network.mlp_hidden_sizes": "8", "network.mlp_hidden_state_size": "4", "network.head_hidden": "4"}
+    if not stochastic:
+        tiny["agent"] = "muzero"
+    name = "afterstate_dynamics" if stochastic else "dynamics"
+
+    def params_of(flag):
+        config = build_config("backgammon", overrides={**tiny, "network.mlp_residual_dynamics": flag})
+        spec = env_spec(config)
+        network = build_network(config, spec)
+        obs = example_stacked_obs(config, spec)
+        return config, spec, network, obs, network.init(seed_key(0, 0), obs)
+
+    *_, plain = params_of("false")
+    config, spec, network, obs, variables = params_of("true")
+    plain_names = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(plain["params"][name])[0]}
+    assert not any("state_change" in n for n in plain_names)
+    assert any("_DenseBnRelu_1" in n for n in plain_names)  # the last dense layer, replaced by the change
+
+    bias = jnp.arange(1.0, 5.0)
+    params = jax.tree_util.tree_map(lambda x: x, variables["params"])
+    trunk = params[name]["_MlpTrunk_0"] if stochastic else params[name]
+    trunk["state_change"] = {"kernel": jnp.zeros_like(trunk["state_change"]["kernel"]), "bias": bias}
+    variables = {**variables, "params": params}
+    root = network.initial_inference(variables, obs)
+    actions = jnp.arange(spec.num_actions, dtype=jnp.int32) % spec.num_actions
+    states = jnp.repeat(root.hidden_state, spec.num_actions, axis=0)
+    if stochastic:
+        after = network.afterstate_inference(variables, states, actions).afterstate
+    else:
+        after = network.recurrent_inference(variables, states, actions).hidden_state
+    expected = finish_hidden_state(config.network, states + bias)
+    np.testing.assert_allclose(np.asarray(after), np.asarray(expected), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(np.asarray(after), np.asarray(states))  # the change counted
