@@ -42,6 +42,10 @@ class OptimizerConfig:
     # limit the rate stays at its peak (the driver says so).
     decay_over: str = "updates"
     final_learning_rate_fraction: float = 0.0  # cosine: final rate as a fraction of learning_rate
+    # cosine, decay_over="run": the share of the run held at the peak before the cosine starts; the
+    # cosine then runs over the rest (0: over the whole run). A rate held up while the agent's data
+    # still changes, and decayed at the end, as warmup-stable-decay schedules do.
+    decay_start: float = 0.0
     max_grad_norm: float = 5.0  # global-norm clipping threshold (Pascanu et al.)
     adam_b1: float = 0.9  # Adam's first-moment decay
     adam_b2: float = 0.999  # Adam's second-moment decay
@@ -62,6 +66,11 @@ class OptimizerConfig:
             raise MooziError(f"optimizer.target_update_period must be >= 1, got {self.target_update_period}")
         if not 0.0 <= self.target_ema_decay < 1.0:
             raise MooziError(f"optimizer.target_ema_decay must be in [0, 1), got {self.target_ema_decay!r}")
+        if not 0.0 <= self.decay_start < 1.0:
+            raise MooziError(f"optimizer.decay_start must lie in [0, 1) (a share of the run), got {self.decay_start!r}")
+        if self.decay_start > 0.0 and not (self.schedule == "cosine" and self.decay_over == "run"):
+            raise MooziError("optimizer.decay_start needs optimizer.schedule='cosine' and optimizer.decay_over='run', "
+                             f"got schedule={self.schedule!r}, decay_over={self.decay_over!r}")
         if self.warmup_steps < 0:
             raise MooziError(f"optimizer.warmup_steps must be >= 0, got {self.warmup_steps}")
 
@@ -83,12 +92,14 @@ def decays_over_run(config: OptimizerConfig) -> bool:
 
 
 def run_decay(config: OptimizerConfig, progress):
-    """The factor on the learning rate at `progress` (0 to 1) of the run's planned length: the cosine
-    from 1 to final_learning_rate_fraction with decay_over="run", else 1."""
+    """The factor on the learning rate at `progress` (0 to 1) of the run's planned length: with
+    decay_over="run", 1 until decay_start, then the cosine to final_learning_rate_fraction at the
+    end; else 1."""
     if not decays_over_run(config):
         return jnp.ones((), jnp.float32)
+    decaying = jnp.maximum(progress - config.decay_start, 0.0) / (1.0 - config.decay_start)
     # optax's cosine over one "step" of progress (it holds the final value past the end).
-    return optax.cosine_decay_schedule(1.0, 1, alpha=config.final_learning_rate_fraction)(progress)
+    return optax.cosine_decay_schedule(1.0, 1, alpha=config.final_learning_rate_fraction)(decaying)
 
 
 def make_schedule(config: OptimizerConfig) -> optax.Schedule:

@@ -1,5 +1,6 @@
 """The parameter update (thesis 5.2.10): optimizer, schedule, target network, overfitting."""
 
+import dataclasses
 import functools
 
 import chex
@@ -94,6 +95,15 @@ def test_cosine_over_the_run_scales_the_step_by_the_run_s_progress():
     np.testing.assert_allclose([run_decay(config, p) for p in (0.0, 0.5, 1.0, 1.5)], [1.0, 0.55, 0.1, 0.1], rtol=1e-6)
     np.testing.assert_allclose(make_schedule(config)(10**6), 1e-2, rtol=1e-6)
     np.testing.assert_allclose(run_decay(OptimizerConfig(schedule="cosine"), 0.7), 1.0)  # decay_over="updates"
+    # decay_start=0.6: the peak until 0.6 of the run, then the same cosine over the last 0.4.
+    late = dataclasses.replace(config, decay_start=0.6)
+    np.testing.assert_allclose([run_decay(late, p) for p in (0.0, 0.6, 0.8, 1.0, 1.5)], [1.0, 1.0, 0.55, 0.1, 0.1],
+                               rtol=1e-6)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(MooziError, match="decay_start"):
+            dataclasses.replace(config, decay_start=bad)
+    with pytest.raises(MooziError, match="decay_start needs"):
+        OptimizerConfig(schedule="cosine", decay_start=0.5)  # decay_over="updates"
     with pytest.raises(MooziError, match="decay_over"):
         OptimizerConfig(decay_over="minutes")
     # One update at progress 0.5 moves the parameters 0.55 times as far as at progress 0 (Adam's step
