@@ -155,7 +155,8 @@ class _ResChanceEncoder(nn.Module):
 
 
 class _MlpTrunk(nn.Module):
-    """The dense layers of network.py's mlp g, without its reward head."""
+    """The dense layers of network.py's mlp g, without its reward head (a module of its own, so that the
+    parameters of saved runs keep their names)."""
 
     config: NetworkConfig
 

@@ -68,7 +68,7 @@ class OptimizerConfig:
             raise MooziError(f"optimizer.target_ema_decay must be in [0, 1), got {self.target_ema_decay!r}")
         if not 0.0 <= self.decay_start < 1.0:
             raise MooziError(f"optimizer.decay_start must lie in [0, 1) (a share of the run), got {self.decay_start!r}")
-        if self.decay_start > 0.0 and not (self.schedule == "cosine" and self.decay_over == "run"):
+        if self.decay_start > 0.0 and not decays_over_run(self):
             raise MooziError("optimizer.decay_start needs optimizer.schedule='cosine' and optimizer.decay_over='run', "
                              f"got schedule={self.schedule!r}, decay_over={self.decay_over!r}")
         if self.warmup_steps < 0:

@@ -276,7 +276,7 @@ def test_mlp_residual_dynamics_adds_a_change_to_the_last_state(stochastic):
     trunk["state_change"] = {"kernel": jnp.zeros_like(trunk["state_change"]["kernel"]), "bias": bias}
     variables = {**variables, "params": params}
     root = network.initial_inference(variables, obs)
-    actions = jnp.arange(spec.num_actions, dtype=jnp.int32) % spec.num_actions
+    actions = jnp.arange(spec.num_actions, dtype=jnp.int32)
     states = jnp.repeat(root.hidden_state, spec.num_actions, axis=0)
     if stochastic:
         after = network.afterstate_inference(variables, states, actions).afterstate
