@@ -174,6 +174,7 @@ def make_loss(config: Config) -> tuple[Callable, LossConfig]:
         afterstate_value_target=chance.afterstate_value_target,
         chance_coef=chance.chance_coef,
         commitment_coef=chance.commitment_coef,
+        consistency_steps=chance.consistency_steps,
     )
 
 

@@ -131,6 +131,10 @@ class StochasticConfig:
     afterstate_value_target: Literal["return", "next_value"] = "return"
     chance_coef: float = 1.0  # c_sigma: sigma's cross-entropy against the encoder's code (the paper's 1)
     commitment_coef: float = 0.25  # beta: the encoder's commitment cost (VQ-VAE's 0.25)
+    # Which unrolled states the consistency loss (loss.consistency_coef) compares with the representation of
+    # the real position: "first", s^1 only (loss.py, as MuZero's agent); "all", s^1 .. s^K (EfficientZero's
+    # whole-unroll similarity loss), which trains the afterstate map through every step (docs/stochastic.md).
+    consistency_steps: Literal["first", "all"] = "first"
 
 
 STOCHASTIC_AGENT = "stochastic_muzero"

@@ -9,6 +9,7 @@ G^N_{t+k}, or its mix with v* under the search-value schedule) and the unroll
 
 the terms are
     policy, value, reward, consistency, entropy    as loss.py (on the states s⁰ .. s^K)
+    consistency over the unroll (optional)   = c_s · 1/K Σ_{k=1..K} (1 - cos(ϱ(s^k), sg(h(o_≤t+k))))   masked
     afterstate value = c_Q · 1/K Σ_{k<K} CE(Φ(z_{t+k}), Q^k)   (or the one-step target, below)
     chance           = c_σ · 1/K Σ_{k<K} CE(sg(c_{t+k+1}), σ^k)                    masked
     commitment       = β   · 1/K Σ_{k<K} ||c_{t+k+1} - softmax(c^e_{t+k+1})||²       masked
@@ -31,6 +32,14 @@ values with TD. Its expectation over chance is Q(s, a), as z's is, but it
 carries the noise of one chance step, not of the rest of the game: in
 backgammon the value of the real next position ranks the moves far better
 than Q (docs/stochastic.md).
+
+`consistency_steps="all"` replaces loss.py's consistency on s¹ alone with
+the same cosine term on every unrolled state, as EfficientZero applies its
+similarity loss over the whole unroll. The encoder's code c_{t+k} has seen
+o_{t+k}, so g(as^{k-1}, c_{t+k}) can match the real position, and the term
+makes φ carry the board after the move (a checker moved, a tile slid) through
+the unroll instead of leaving φ to learn it from the value and reward alone;
+the future histories it needs are already in the batch for the encoder.
 
 Choices the paper leaves open:
   * The three chance terms average over the K steps (1/K Σ), as the
@@ -69,6 +78,7 @@ from moozi.core.loss import (
     add_turn_term,
     combine_terms,
     consistency_term,
+    cosine_distance,
     policy_term,
     reward_term,
     scale_gradient,
@@ -84,6 +94,7 @@ from moozi.errors import MooziError
 
 
 AFTERSTATE_VALUE_TARGETS = ("return", "next_value")
+CONSISTENCY_STEPS = ("first", "all")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +105,7 @@ class StochasticLossConfig(LossConfig):
     afterstate_value_target: str = "return"  # Q's target: "return" (z_{t+k}) or "next_value" (see the module docstring)
     chance_coef: float = 1.0  # c_σ, weight of σ's cross-entropy against the encoder's code (the paper: 1)
     commitment_coef: float = 0.25  # β, the encoder's commitment cost (VQ-VAE's usual 0.25)
+    consistency_steps: str = "first"  # "first": s¹ only (loss.py); "all": every s^k (see the module docstring)
 
     def __post_init__(self):
         super().__post_init__()
@@ -103,6 +115,8 @@ class StochasticLossConfig(LossConfig):
         if self.afterstate_value_target not in AFTERSTATE_VALUE_TARGETS:
             raise MooziError(f"afterstate_value_target must be one of {AFTERSTATE_VALUE_TARGETS}, "
                              f"got {self.afterstate_value_target!r}")
+        if self.consistency_steps not in CONSISTENCY_STEPS:
+            raise MooziError(f"consistency_steps must be one of {CONSISTENCY_STEPS}, got {self.consistency_steps!r}")
 
 
 class StochasticTrainingTarget(NamedTuple):
@@ -235,6 +249,25 @@ def next_value_targets(network: StochasticNetwork, target_variables, batch: Stoc
     return jax.lax.stop_gradient(target.rewards + batch.next_value_discount * values)
 
 
+def unrolled_consistency_term(network: StochasticNetwork, params, batch_stats, unrolled_batch_stats,
+                              batch: StochasticTrainingTarget, outputs):
+    """([B] 1/K Σ_{k=1..K} (1 - cos(ϱ(s^k), sg(h(o_≤t+k)))), masked; [B, K]; the moments after ϱ).
+
+    As loss.py's `consistency_term`, on all K unrolled states at once: ϱ runs on the B·K states and h,
+    in training mode with its moment update dropped, on the B·K future histories."""
+    target = batch.target
+    batch_size, num_unroll = target.actions.shape
+    states = jnp.stack([o.hidden_state for o in outputs[1:]], axis=1)  # [B, K, ...]
+    flat = lambda x: x.reshape(batch_size * num_unroll, *x.shape[2:])  # noqa: E731
+    projected, new_batch_stats = network.project_train({"params": params, "batch_stats": unrolled_batch_stats},
+                                                       flat(states))
+    next_roots, _ = network.initial_inference_train({"params": params, "batch_stats": batch_stats},
+                                                    flat(batch.future_stacked_obs))
+    next_hidden = jax.lax.stop_gradient(next_roots.hidden_state.reshape(projected.shape))
+    per_step = cosine_distance(projected, next_hidden).reshape(batch_size, num_unroll) * target.policy_mask[:, 1:]
+    return _unrolled_mean(per_step), per_step, new_batch_stats
+
+
 def afterstate_value_term(targets: Array, q_logits: Array, support: Support):
     """([B] mean over k of CE(Φ(z_{t+k}), Q^k), [B, K]); targets [B, >= K], q_logits [B, K, Z]."""
     num_unroll = q_logits.shape[1]
@@ -295,7 +328,12 @@ def stochastic_loss_fn(
     chance_mask = target.policy_mask[:, 1:]  # [B, K]: o_{t+k+1} exists
     if num_unroll > 0:
         reward, reward_ce = reward_term(target, outputs, support)
-        consistency, new_batch_stats = consistency_term(network, params, batch_stats, new_batch_stats, target, outputs)
+        if config.consistency_steps == "all":
+            consistency, _, new_batch_stats = unrolled_consistency_term(network, params, batch_stats, new_batch_stats,
+                                                                        batch, outputs)
+        else:
+            consistency, new_batch_stats = consistency_term(network, params, batch_stats, new_batch_stats, target,
+                                                            outputs)
         q_targets = targets
         if config.afterstate_value_target == "next_value":
             q_targets = next_value_targets(network, target_variables, batch)

@@ -460,6 +460,46 @@ def test_next_value_target_is_one_step_through_the_real_next_position():
         next_value_targets(network, target_variables, batch._replace(next_value_discount=None))
 
 
+# --------------------------------------------------------------------------- consistency over the unroll
+
+
+def _cosine_distance_np(a, b):
+    a, b = np.asarray(a, np.float64).reshape(len(a), -1), np.asarray(b, np.float64).reshape(len(b), -1)
+    return 1.0 - np.sum(a * b, -1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def test_consistency_over_the_unroll_by_hand():
+    # Layer norm: no batch moments, so each state can be projected on its own and compared by hand.
+    network, batch = _network(dataclasses.replace(TINY_MLP, normalization="layer")), _batch()
+    variables = _variables(network, batch)
+    policy_mask = np.ones((3, K + 1), np.float32)
+    policy_mask[1, 2] = 0.0  # example 1's episode ends at t+1: there is no o_{t+2} to compare s² with
+    # As the buffer gathers them, the first future history is the next one that "first" compares with.
+    future = batch.future_stacked_obs.at[:, 0].set(batch.target.next_stacked_obs)
+    batch = batch._replace(target=batch.target._replace(policy_mask=jnp.asarray(policy_mask)),
+                           future_stacked_obs=future)
+    config = StochasticLossConfig(consistency_coef=2.0, consistency_steps="all")
+    _, aux = _loss(variables["params"], variables["batch_stats"], None, batch, network=network, config=config)
+
+    unrolled, _ = stochastic_unroll(network, variables["params"], variables["batch_stats"], batch,
+                                    config.dynamics_gradient_scale)
+    distances = np.stack([
+        _cosine_distance_np(network.project(variables, unrolled.states[k].hidden_state),
+                            network.initial_inference(variables, batch.future_stacked_obs[:, k - 1]).hidden_state)
+        for k in range(1, K + 1)], axis=1)  # [B, K]
+    expected = 2.0 * np.sum(distances * policy_mask[:, 1:], axis=1) / K
+    np.testing.assert_allclose(aux.terms["consistency_loss"], expected, rtol=1e-4, atol=1e-6)
+
+    # "first" is loss.py's term on s¹ alone; the other terms do not change with the choice.
+    _, first = _loss(variables["params"], variables["batch_stats"], None, batch, network=network,
+                     config=dataclasses.replace(config, consistency_steps="first"))
+    np.testing.assert_allclose(first.terms["consistency_loss"], 2.0 * distances[:, 0], rtol=1e-4, atol=1e-6)
+    for name in ("policy_loss", "value_loss", "reward_loss", "afterstate_value_loss", "chance_loss"):
+        np.testing.assert_allclose(aux.terms[name], first.terms[name], rtol=1e-6, err_msg=name)
+    with pytest.raises(MooziError, match="consistency_steps must be one of .*'all'"):
+        StochasticLossConfig(consistency_steps="every")
+
+
 # --------------------------------------------------------------------------- the encoder's extra input
 
 

@@ -97,22 +97,25 @@ def test_a_preset_with_gumbel_search_is_refused_for_the_agent():
 
 def test_the_stochastic_section_round_trips_and_reaches_the_loss():
     config = _config(**{"stochastic.chance_coef": 0.5, "stochastic.afterstate_value_coef": 0.75,
-                        "stochastic.afterstate_value_target": "next_value",
+                        "stochastic.afterstate_value_target": "next_value", "stochastic.consistency_steps": "all",
                         "stochastic.commitment_coef": 0.125, "loss.value_coef": 0.5, "train.agent_network": "target"})
     saved = json.loads(json.dumps(config_to_dict(config)))
     assert saved["stochastic"] == {"num_chance_outcomes": C, "afterstate_value_coef": 0.75,
                                    "afterstate_value_target": "next_value", "chance_coef": 0.5,
-                                   "commitment_coef": 0.125}
+                                   "commitment_coef": 0.125, "consistency_steps": "all"}
     assert config_from_dict(saved) == config
-    del saved["stochastic"]["afterstate_value_target"]  # a run saved before the key existed
+    del saved["stochastic"]["afterstate_value_target"], saved["stochastic"]["consistency_steps"]  # saved before the keys
     assert config_from_dict(saved).stochastic.afterstate_value_target == "return"
+    assert config_from_dict(saved).stochastic.consistency_steps == "first"
     loss, loss_config = make_loss(config)
     assert loss is stochastic_loss_fn
     assert loss_config == StochasticLossConfig(**dataclasses.asdict(config.loss), afterstate_value_coef=0.75,
                                                afterstate_value_target="next_value", chance_coef=0.5,
-                                               commitment_coef=0.125)
+                                               commitment_coef=0.125, consistency_steps="all")
     with pytest.raises(ConfigError, match="stochastic.afterstate_value_target.*'return'.*'next_value'"):
         _config(**{"stochastic.afterstate_value_target": "td"})
+    with pytest.raises(ConfigError, match="stochastic.consistency_steps.*'first'.*'all'"):
+        _config(**{"stochastic.consistency_steps": "every"})
     muzero = build_config("pgx:2048")
     assert make_loss(muzero) == (loss_fn, muzero.loss)
 
