@@ -468,6 +468,7 @@ def _cosine_distance_np(a, b):
     return 1.0 - np.sum(a * b, -1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
+@pytest.mark.slow  # ~36 s here: two whole losses compiled
 def test_consistency_over_the_unroll_by_hand():
     # Layer norm: no batch moments, so each state can be projected on its own and compared by hand.
     network, batch = _network(dataclasses.replace(TINY_MLP, normalization="layer")), _batch()
