@@ -251,15 +251,22 @@ def add_turn_term(terms: dict, extra_metrics: dict, batch: TrainingTarget, outpu
             batch.turn_passes, outputs, batch.policy_mask[:, 1:])  # o_{t+k+1} exists
 
 
+def projected_cosine_distance(network: Network, params, batch_stats, unrolled_batch_stats, states, next_stacked_obs):
+    """([N] 1 - cos(ϱ(states), sg(h(next_stacked_obs))), the moments after the projection); N unrolled states
+    and the histories of the real positions they should match."""
+    projected, new_batch_stats = network.project_train({"params": params, "batch_stats": unrolled_batch_stats},
+                                                       states)  # [N, D]
+    # Training mode like the unrolled states, but the moment update it returns is dropped (see module docstring).
+    next_root, _ = network.initial_inference_train({"params": params, "batch_stats": batch_stats}, next_stacked_obs)
+    next_hidden = jax.lax.stop_gradient(next_root.hidden_state.reshape(projected.shape))  # [N, D]
+    return cosine_distance(projected, next_hidden), new_batch_stats
+
+
 def consistency_term(network: Network, params, batch_stats, unrolled_batch_stats, batch: TrainingTarget, outputs):
     """([B] 1 - cos(ϱ(x¹_t), sg(x⁰_{t+1})), masked; the moments after the projection)."""
-    projected, new_batch_stats = network.project_train(
-        {"params": params, "batch_stats": unrolled_batch_stats}, outputs[1].hidden_state
-    )  # [B, D]
-    # Training mode like x¹, but the moment update it returns is dropped (see module docstring).
-    next_root, _ = network.initial_inference_train({"params": params, "batch_stats": batch_stats}, batch.next_stacked_obs)
-    next_hidden = jax.lax.stop_gradient(next_root.hidden_state.reshape(projected.shape))  # [B, D]
-    return cosine_distance(projected, next_hidden) * batch.consistency_mask, new_batch_stats
+    distances, new_batch_stats = projected_cosine_distance(network, params, batch_stats, unrolled_batch_stats,
+                                                           outputs[1].hidden_state, batch.next_stacked_obs)
+    return distances * batch.consistency_mask, new_batch_stats
 
 
 def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll: int) -> dict:

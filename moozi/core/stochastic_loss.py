@@ -78,8 +78,8 @@ from moozi.core.loss import (
     add_turn_term,
     combine_terms,
     consistency_term,
-    cosine_distance,
     policy_term,
+    projected_cosine_distance,
     reward_term,
     scale_gradient,
     value_targets,
@@ -251,21 +251,17 @@ def next_value_targets(network: StochasticNetwork, target_variables, batch: Stoc
 
 def unrolled_consistency_term(network: StochasticNetwork, params, batch_stats, unrolled_batch_stats,
                               batch: StochasticTrainingTarget, outputs):
-    """([B] 1/K Σ_{k=1..K} (1 - cos(ϱ(s^k), sg(h(o_≤t+k)))), masked; [B, K]; the moments after ϱ).
+    """([B] 1/K Σ_{k=1..K} (1 - cos(ϱ(s^k), sg(h(o_≤t+k)))), masked; the moments after ϱ).
 
-    As loss.py's `consistency_term`, on all K unrolled states at once: ϱ runs on the B·K states and h,
-    in training mode with its moment update dropped, on the B·K future histories."""
+    loss.py's consistency distance on all K unrolled states at once, against the B·K future histories."""
     target = batch.target
     batch_size, num_unroll = target.actions.shape
     states = jnp.stack([o.hidden_state for o in outputs[1:]], axis=1)  # [B, K, ...]
     flat = lambda x: x.reshape(batch_size * num_unroll, *x.shape[2:])  # noqa: E731
-    projected, new_batch_stats = network.project_train({"params": params, "batch_stats": unrolled_batch_stats},
-                                                       flat(states))
-    next_roots, _ = network.initial_inference_train({"params": params, "batch_stats": batch_stats},
-                                                    flat(batch.future_stacked_obs))
-    next_hidden = jax.lax.stop_gradient(next_roots.hidden_state.reshape(projected.shape))
-    per_step = cosine_distance(projected, next_hidden).reshape(batch_size, num_unroll) * target.policy_mask[:, 1:]
-    return _unrolled_mean(per_step), per_step, new_batch_stats
+    distances, new_batch_stats = projected_cosine_distance(network, params, batch_stats, unrolled_batch_stats,
+                                                           flat(states), flat(batch.future_stacked_obs))
+    per_step = distances.reshape(batch_size, num_unroll) * target.policy_mask[:, 1:]
+    return _unrolled_mean(per_step), new_batch_stats
 
 
 def afterstate_value_term(targets: Array, q_logits: Array, support: Support):
@@ -329,8 +325,8 @@ def stochastic_loss_fn(
     if num_unroll > 0:
         reward, reward_ce = reward_term(target, outputs, support)
         if config.consistency_steps == "all":
-            consistency, _, new_batch_stats = unrolled_consistency_term(network, params, batch_stats, new_batch_stats,
-                                                                        batch, outputs)
+            consistency, new_batch_stats = unrolled_consistency_term(network, params, batch_stats, new_batch_stats,
+                                                                     batch, outputs)
         else:
             consistency, new_batch_stats = consistency_term(network, params, batch_stats, new_batch_stats, target,
                                                             outputs)
