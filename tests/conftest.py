@@ -39,14 +39,18 @@ def _release_compiled_programs_near_the_map_limit():
 
 def _start_order(item) -> int:
     # The longest tests start first, so that no worker is left with one of them while the others
-    # idle at the end: the learning regressions (minutes of training each), then the Ray tests,
-    # which run one after another on one worker (xdist_group "ray") and mostly wait on processes.
-    if item.path.name == "test_learning.py" and item.get_closest_marker("slow"):
+    # idle at the end (longest-first is the classic heuristic for spreading jobs over machines): the
+    # learning regressions (minutes of training each), then the Ray tests, which run one after
+    # another on one worker (xdist_group "ray") and mostly wait on processes, then the other tests
+    # marked slow, then the rest. Each worker holds up to three tests ahead (xdist's loadscope
+    # scheduling), so the tests that end the run are quick ones, whatever their files' names.
+    slow = item.get_closest_marker("slow") is not None
+    if item.path.name == "test_learning.py" and slow:
         return 0
     group = item.get_closest_marker("xdist_group")
     if group is not None and group.args and group.args[0] == "ray":
         return 1
-    return 2
+    return 2 if slow else 3
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -246,7 +246,9 @@ ATARI_PRESET = {
     "impala.shared_torso": True,
 }
 # Presets for every game of a library, where a game has no preset of its own.
-LIBRARY_PRESETS: dict[str, dict[str, Any]] = {"atari": ATARI_PRESET}
+# `minatar:<game>` gets what the five MinAtar presets share, so that a MinAtar game without a preset
+# (or one typed by its library's name) starts from the MinAtar settings instead of the base config's.
+LIBRARY_PRESETS: dict[str, dict[str, Any]] = {"atari": ATARI_PRESET, "minatar": _MINATAR_PRESET}
 
 
 # What a game's preset changes for one agent only, where that agent was measured apart

@@ -129,6 +129,23 @@ def test_atari_games_get_the_atari_preset_and_own_presets_win():
     assert overridden.replay.capacity == 50_000  # --set still wins over the preset
 
 
+def test_minatar_games_by_their_library_name_get_the_shared_minatar_preset():
+    from moozi.config import LIBRARY_PRESETS
+    from moozi.config.loading import apply_overrides
+    from moozi.config.schema import Config
+
+    shared = LIBRARY_PRESETS["minatar"]
+    for game in ("minatar:breakout", "minatar:asterix", "minatar:freeway", "minatar:seaquest",
+                 "minatar:space_invaders"):
+        config = build_config(game)
+        expected = apply_overrides(Config(), shared)
+        assert config.network == expected.network and config.planner == expected.planner, game
+        assert config.targets == expected.targets and config.replay == expected.replay, game
+        assert config.network.kind == "mlp" and config.planner.search_policy.value == "gumbel_muzero"
+    overridden = build_config("minatar:breakout", overrides={"planner.num_simulations": "8"})
+    assert overridden.planner.num_simulations == 8  # --set still wins over the preset
+
+
 def test_each_preset_override_changes_its_own_setting_and_nothing_else():
     # A game's preset differs from the base config (or, for a MinAtar game, from the preset the five
     # games share) exactly where it names a setting: no override is a no-op, none leaks into another
