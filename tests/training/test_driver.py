@@ -231,6 +231,7 @@ def test_cli_games_lists_presets():
     for preset in ("tic_tac_toe", "connect_four", "go9", "breakout", "cartpole"):
         assert preset in result.stdout
     assert "every atari:<game> without a preset of its own gets the atari preset" in result.stdout
+    assert "every minatar:<game> without a preset of its own gets the minatar preset" in result.stdout
 
 
 @pytest.mark.slow
