@@ -134,11 +134,10 @@ def test_minatar_games_by_their_library_name_get_the_shared_minatar_preset():
     from moozi.config.loading import apply_overrides
     from moozi.config.schema import Config
 
-    shared = LIBRARY_PRESETS["minatar"]
+    expected = apply_overrides(Config(), LIBRARY_PRESETS["minatar"])
     for game in ("minatar:breakout", "minatar:asterix", "minatar:freeway", "minatar:seaquest",
                  "minatar:space_invaders"):
         config = build_config(game)
-        expected = apply_overrides(Config(), shared)
         assert config.network == expected.network and config.planner == expected.planner, game
         assert config.targets == expected.targets and config.replay == expected.replay, game
         assert config.network.kind == "mlp" and config.planner.search_policy.value == "gumbel_muzero"
