@@ -85,6 +85,7 @@ TILES = ("256", "512", "1024", "2048")  # the 2048 tiles whose shares the page s
 # The investigations behind the presets' settings (docs/experiments/), linked at the page's end.
 EXPERIMENTS = [
     ("What limits Asterix, Seaquest and Freeway", "experiments/2026-11-25-minatar-asterix-seaquest-freeway.md"),
+    ("One MinAtar preset for every game", "experiments/2026-11-27-one-minatar-preset.md"),
     ("MuZero, PPO and IMPALA on MinAtar", "experiments/2026-11-25-minatar-agents.md"),
     ("Atari Pong, one hour on one core", "experiments/2026-11-25-atari-pong-hour.md"),
     ("Measurements without a result file", "experiments/2026-11-22-measurements-without-result-files.md"),
@@ -452,9 +453,11 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
              "two runs side by side. At each mark the newest checkpoint (MuZero, PPO host path) or the policy then",
              f"(PPO, IMPALA on the gymnax twin) plays {episodes} episodes (sticky actions 0.1, each cut at the max steps",
              "given): the mean return with its 95% percentile-bootstrap interval over the episodes. MuZero plays",
-             "greedily (\"sampled\": as in training, root noise kept), PPO and IMPALA sample their policy. Seaquest,",
-             "Freeway and Asterix train with their presets' overrides (moozi/config/presets.py). Freeway's",
-             "episodes last 2,500 steps, so a cap of 2,000 cuts every one.", "",
+             "greedily (\"sampled\": as in training, root noise kept), PPO and IMPALA sample their policy. Every",
+             "game trains MuZero with the one MinAtar preset (moozi/config/presets.py; its runs passed the same",
+             "keys by `--set` before it became the preset, candidate v8 in",
+             "[One MinAtar preset](experiments/2026-11-27-one-minatar-preset.md)). Freeway's episodes last",
+             "2,500 steps, so a cap of 2,000 cuts every one.", "",
              f"Published: {paper['source']}", ""]
     summary_rows = []
     for game in MINATAR:
@@ -487,7 +490,8 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
         summary_rows.append(_minatar_row(game, game_marks, published_text))
     lines += ["![MinAtar: MuZero, PPO and IMPALA against wall-clock minutes and env steps]"
               "(../bench/results/2026-11-25-minatar-agents.png)", "",
-              "The figure: `python bench/plot_learning.py` over these files.", ""]
+              "The figure: `python bench/plot_learning.py` over the result files of 2026-11-25 and 2026-11-26; its",
+              "MuZero curves are the per-game presets' runs that the one preset replaced (bench/results/superseded/).", ""]
     return lines, [r for r in summary_rows if r]
 
 

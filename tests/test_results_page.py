@@ -33,7 +33,8 @@ def test_a_changed_figure_changes_the_page():
     page, table = results_page.build(files, _published())
     changed = copy.deepcopy(files)
     name, report = next((n, r) for n, r in changed if "freeway" in r)
-    report["freeway"][0]["marks"][-1]["mean_return"] = 1.5
+    minute_marks = [m for m in report["freeway"][0]["marks"] if m.get("mark") != "best"]  # the table's
+    minute_marks[-1]["mean_return"] = 1.5
     new_page, new_table = results_page.build(changed, _published())
     assert "**1.50**" in new_page and "**1.50**" not in page
     assert "mean return 1.5 " in "\n".join(new_table) and new_table != table

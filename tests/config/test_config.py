@@ -129,25 +129,35 @@ def test_atari_games_get_the_atari_preset_and_own_presets_win():
     assert overridden.replay.capacity == 50_000  # --set still wins over the preset
 
 
-def test_minatar_games_by_their_library_name_get_the_shared_minatar_preset():
+def test_every_minatar_game_gets_one_preset_whatever_its_name():
+    # One MinAtar preset (issue: general means one preset): the five preset names and `minatar:<game>`
+    # give the same config but for the game's name, and that config is the MinAtar library preset's.
+    from dataclasses import replace
+
     from moozi.config import LIBRARY_PRESETS
     from moozi.config.loading import apply_overrides
+    from moozi.config.presets import preset_overrides
     from moozi.config.schema import Config
 
     expected = apply_overrides(Config(), LIBRARY_PRESETS["minatar"])
-    for game in ("minatar:breakout", "minatar:asterix", "minatar:freeway", "minatar:seaquest",
-                 "minatar:space_invaders"):
-        config = build_config(game)
-        assert config.network == expected.network and config.planner == expected.planner, game
-        assert config.targets == expected.targets and config.replay == expected.replay, game
-        assert config.network.kind == "mlp" and config.planner.search_policy.value == "gumbel_muzero"
+    for game in MINATAR:
+        assert preset_overrides(game) == preset_overrides(f"minatar:{game}") == LIBRARY_PRESETS["minatar"]
+        for name in (game, f"minatar:{game}"):
+            config = build_config(name)
+            assert config.game == name
+            assert replace(config, game=expected.game) == expected, name
+    # The settings the candidates' runs measured, spot-checked: a change here is a new candidate.
+    assert expected.network.kind == "mlp" and expected.network.mlp_conv_channels == 16
+    assert expected.planner.search_policy.value == "gumbel_muzero" and expected.planner.min_value_range == 0.1
+    assert (expected.loss.entropy_floor, expected.loss.l2_coef, expected.train.updates_per_iteration) == (0.1, 1e-4, 2)
+    assert (expected.optimizer.decay_over, expected.optimizer.decay_start) == ("run", 0.5)
     overridden = build_config("minatar:breakout", overrides={"planner.num_simulations": "8"})
     assert overridden.planner.num_simulations == 8  # --set still wins over the preset
 
 
 def test_each_preset_override_changes_its_own_setting_and_nothing_else():
-    # A game's preset differs from the base config (or, for a MinAtar game, from the preset the five
-    # games share) exactly where it names a setting: no override is a no-op, none leaks into another
+    # A game's preset differs from the base config (or, for a MinAtar game, from the one MinAtar
+    # preset) exactly where it names a setting: no override is a no-op, none leaks into another
     # key. The values themselves, and why, live in moozi/config/presets.py and the docs it links.
     from moozi.config.overrides import flatten_overrides, to_dict
     from moozi.config.schema import Config
