@@ -148,6 +148,23 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "train.test_every_updates": 500,
     },
 }
+# What the one MinAtar preset found that does not depend on the game; the Atari preset takes it too.
+_GAME_INDEPENDENT_LEARNING = {
+    # A floor of 0.1 reward under the Q range Gumbel's policy target rescales by: mctx's 1e-8 turns any
+    # gap into 5-7 logits where rewards are small or rare, and the targets go one-hot.
+    "planner.min_value_range": 0.1,
+    # The prior's guards: full value weight, an entropy bonus, and a floor on the prior's entropy at a
+    # tenth of its most (a fifth held Freeway's prior away from its play; none let Asterix's collapse).
+    "loss.value_coef": 1.0,
+    "loss.entropy_coef": 0.1,
+    "loss.entropy_floor": 0.1,
+    # The rate held for the first half of the run's planned length (--max-minutes / --max-env-steps),
+    # then a cosine to a quarter: the same on any machine; without either limit it stays at its peak.
+    "optimizer.schedule": "cosine",
+    "optimizer.decay_over": "run",
+    "optimizer.decay_start": 0.5,
+    "optimizer.final_learning_rate_fraction": 0.25,
+}
 # MinAtar: one preset for every game, the game's name its only difference (a game nobody tuned for gets
 # what the five measured games got). Candidate v8 of docs/experiments/2026-11-27-one-minatar-preset.md,
 # which replaced the per-game overrides of docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
@@ -165,23 +182,10 @@ _MINATAR_PRESET = {
     # on the prior even with few simulations.
     "planner.search_policy": "gumbel_muzero",
     "planner.num_simulations": 16,
-    # A floor of 0.1 reward under the Q range Gumbel's policy target rescales by: mctx's 1e-8 turns any
-    # gap into 5-7 logits where rewards are small or rare, and the targets go one-hot.
-    "planner.min_value_range": 0.1,
+    **_GAME_INDEPENDENT_LEARNING,
     # 2 updates per iteration rather than 4: the replay ratio that kept Freeway and Seaquest from their
     # late collapse.
     "train.updates_per_iteration": 2,
-    # The prior's guards: full value weight, an entropy bonus, and a floor on the prior's entropy at a
-    # tenth of its most (a fifth held Freeway's prior away from its play; none let Asterix's collapse).
-    "loss.value_coef": 1.0,
-    "loss.entropy_coef": 0.1,
-    "loss.entropy_floor": 0.1,
-    # The rate held for the first half of the run's planned length (--max-minutes / --max-env-steps),
-    # then a cosine to a quarter: the same on any machine; without either limit it stays at its peak.
-    "optimizer.schedule": "cosine",
-    "optimizer.decay_over": "run",
-    "optimizer.decay_start": 0.5,
-    "optimizer.final_learning_rate_fraction": 0.25,
     "targets.history_length": 2,
     "targets.td_steps": 10,
     "env.num_envs": 32,
@@ -213,14 +217,7 @@ ATARI_PRESET = {
     # hour of Atari on this machine makes ~1,000 updates; docs/experiments/2026-11-27-one-minatar-preset.md,
     # "What carries over to the Atari preset"): the Q range's floor, the prior's guards, the schedule over
     # the run. The replay ratio (updates per iteration) is left at the base's until measured on Atari.
-    "planner.min_value_range": 0.1,
-    "loss.value_coef": 1.0,
-    "loss.entropy_coef": 0.1,
-    "loss.entropy_floor": 0.1,
-    "optimizer.schedule": "cosine",
-    "optimizer.decay_over": "run",
-    "optimizer.decay_start": 0.5,
-    "optimizer.final_learning_rate_fraction": 0.25,
+    **_GAME_INDEPENDENT_LEARNING,
     "env.num_envs": 16,
     "train.batch_size": 64,
     # 8-bit frames take 7,168 bytes per stored step (bench/core.py): 200k steps are 1.3 GiB, which
