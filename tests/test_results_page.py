@@ -37,6 +37,7 @@ def test_a_changed_figure_changes_the_page():
     minute_marks[-1]["mean_return"] = 1.5
     new_page, new_table = results_page.build(changed, _published())
     assert "**1.50**" in new_page and "**1.50**" not in page
+
     def freeway_row(rows):
         return next(line for line in rows if line.startswith("| MinAtar Freeway |"))
 
