@@ -26,7 +26,8 @@ Choices where the thesis is silent or loose (MuZero practice):
     with Gumbel MuZero exactly the legal ones, so the dummy action and illegal moves neither
     dilute it nor receive probability from it; with PUCT the visited ones.
   * The entropy floor (`entropy_floor`, default 0: none) is the bonus made adaptive: a penalty
-    on the batch's mean root-prior entropy only while it is below a set fraction of its most, so it
+    on the batch's mean root-prior entropy (`entropy_floor_scope="state"`: on each example's) only
+    while it is below a set fraction of its most, so it
     holds up a prior that collapses and leaves alone one that does not (one MinAtar preset for games
     whose priors collapse and games whose priors do not; docs/training.md).
   * x⁰_{t+1} = h(next_stacked_obs) is computed in training mode (batch
@@ -51,6 +52,7 @@ from moozi.errors import MooziError
 
 BOOTSTRAP_SOURCES = ("search", "target_network")
 PRIORITY_SOURCES = ("root", "max_step")
+ENTROPY_FLOOR_SCOPES = ("batch", "state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +72,10 @@ class LossConfig:
     # spread wider than the floor, so a game whose prior does not collapse trains as without it.
     entropy_floor: float = 0.0
     entropy_floor_coef: float = 1.0
+    # What the floor holds up: "batch" the batch's mean fraction (a prior may still go one-hot in the
+    # states it favours while others keep the mean up); "state" each example's own fraction (the penalty
+    # is the mean shortfall over the examples below the floor), so no state's prior can go one-hot.
+    entropy_floor_scope: str = "batch"
     # v in G^N = partial_return + bootstrap_discount · v: "search" uses the stored
     # root value v*; "target_network" evaluates bootstrap_stacked_obs with the target network.
     bootstrap_from: str = "search"
@@ -98,6 +104,8 @@ class LossConfig:
             raise MooziError(f"loss.entropy_floor must lie in [0, 1) (a fraction of the most entropy), got {self.entropy_floor}")
         if self.entropy_floor_coef < 0:
             raise MooziError(f"loss.entropy_floor_coef must be >= 0, got {self.entropy_floor_coef}")
+        if self.entropy_floor_scope not in ENTROPY_FLOOR_SCOPES:
+            raise MooziError(f"loss.entropy_floor_scope={self.entropy_floor_scope!r}; allowed: {', '.join(ENTROPY_FLOOR_SCOPES)}")
         if self.search_value_weight_updates < 1:
             raise MooziError(f"loss.search_value_weight_updates must be >= 1, got {self.search_value_weight_updates}")
 
@@ -213,18 +221,31 @@ def supported_entropy(logits, target_probs):
     return -jnp.sum(jnp.where(supported, jnp.exp(log_p) * log_p, 0.0), axis=-1)
 
 
-def normalized_entropy(entropy, target_probs, mask):
-    """[B] entropies over the actions p* supports, [B, A] p*, [B] mask -> the masked mean of each entropy
-    as a fraction of its most, ln(supported actions); examples with fewer than two such actions are left out."""
+def entropy_fractions(entropy, target_probs, mask):
+    """[B] entropies over the actions p* supports, [B, A] p*, [B] mask -> ([B] each entropy as a fraction
+    of its most, ln(supported actions); [B] 1 where the example counts: unmasked, with two or more such actions)."""
     supported = jnp.sum(target_probs > 0, axis=-1)
     counted = mask * (supported >= 2)
-    fraction = entropy / jnp.log(jnp.maximum(supported, 2).astype(entropy.dtype))
-    return jnp.sum(fraction * counted) / jnp.maximum(jnp.sum(counted), 1.0)
+    return entropy / jnp.log(jnp.maximum(supported, 2).astype(entropy.dtype)), counted
 
 
-def entropy_floor_term(config: LossConfig, mean_normalized_entropy):
-    """The floor's penalty: entropy_floor_coef · max(0, entropy_floor - the batch's mean normalised entropy)."""
-    return config.entropy_floor_coef * jax.nn.relu(config.entropy_floor - mean_normalized_entropy)
+def _counted_mean(values, counted):
+    return jnp.sum(values * counted) / jnp.maximum(jnp.sum(counted), 1.0)
+
+
+def normalized_entropy(entropy, target_probs, mask):
+    """The masked mean of `entropy_fractions`; examples with fewer than two supported actions are left out."""
+    return _counted_mean(*entropy_fractions(entropy, target_probs, mask))
+
+
+def entropy_floor_term(config: LossConfig, fraction, counted):
+    """The floor's penalty from [B] `entropy_fractions`: entropy_floor_coef times the shortfall below
+    entropy_floor of the batch's mean fraction ("batch"), or the mean of each example's ("state")."""
+    if config.entropy_floor_scope == "batch":
+        shortfall = jax.nn.relu(config.entropy_floor - _counted_mean(fraction, counted))
+    else:
+        shortfall = _counted_mean(jax.nn.relu(config.entropy_floor - fraction), counted)
+    return config.entropy_floor_coef * shortfall
 
 
 def reward_term(batch: TrainingTarget, outputs, support):
@@ -352,11 +373,12 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
     per_example_loss = weight * sum(terms.values())  # [B]
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
     loss = jnp.mean(per_example_loss) + l2_loss
-    entropy_fraction = normalized_entropy(root_entropy, batch.action_probs[:, 0], batch.policy_mask[:, 0])
+    fractions, counted = entropy_fractions(root_entropy, batch.action_probs[:, 0], batch.policy_mask[:, 0])
+    entropy_fraction = _counted_mean(fractions, counted)
     floor_metrics = {}
     if config.entropy_floor > 0:
         # A term of the batch, not of each example: neither importance-weighted nor a replay priority.
-        floor_metrics["entropy_floor_loss"] = entropy_floor_term(config, entropy_fraction)
+        floor_metrics["entropy_floor_loss"] = entropy_floor_term(config, fractions, counted)
         loss = loss + floor_metrics["entropy_floor_loss"]
 
     if config.priority == "max_step":

@@ -329,7 +329,7 @@ def test_entropy_bonus_term_and_gradient():
 def test_the_normalized_entropy_and_the_floor_by_hand():
     """Each example's entropy over its most, ln(supported actions), averaged over the counted examples;
     the floor's penalty is its coefficient times the shortfall below the floor, 0 above it."""
-    from moozi.core.loss import entropy_floor_term, normalized_entropy
+    from moozi.core.loss import entropy_floor_term, entropy_fractions, normalized_entropy
 
     entropy = jnp.asarray([np.log(2.0), 0.5, 0.3, 0.9, 0.0])
     target = jnp.asarray([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.3, 0.3, 0.4, 0.0],
@@ -339,9 +339,18 @@ def test_the_normalized_entropy_and_the_floor_by_hand():
     expected = (1.0 + 0.5 / np.log(4.0) + 0.3 / np.log(3.0)) / 3
     fraction = normalized_entropy(entropy, target, mask)
     np.testing.assert_allclose(fraction, expected, rtol=1e-6)
+    fractions, counted = entropy_fractions(entropy, target, mask)
+    np.testing.assert_allclose(counted, [1.0, 1.0, 1.0, 0.0, 0.0])
     floor = LossConfig(entropy_floor=0.9, entropy_floor_coef=2.0)
-    np.testing.assert_allclose(entropy_floor_term(floor, fraction), 2.0 * (0.9 - expected), rtol=1e-5)
-    assert float(entropy_floor_term(dataclasses.replace(floor, entropy_floor=0.5), fraction)) == 0.0
+    np.testing.assert_allclose(entropy_floor_term(floor, fractions, counted), 2.0 * (0.9 - expected), rtol=1e-5)
+    assert float(entropy_floor_term(dataclasses.replace(floor, entropy_floor=0.5), fractions, counted)) == 0.0
+    # Per state: the counted examples' fractions are 1.0, 0.361 and 0.273; at 0.5 the batch's mean (0.545)
+    # is above the floor, but two examples are below it, and the penalty is their mean shortfall over 3.
+    per_state = dataclasses.replace(floor, entropy_floor=0.5, entropy_floor_scope="state")
+    by_hand = 2.0 * ((0.5 - 0.5 / np.log(4.0)) + (0.5 - 0.3 / np.log(3.0))) / 3
+    np.testing.assert_allclose(entropy_floor_term(per_state, fractions, counted), by_hand, rtol=1e-5)
+    with pytest.raises(MooziError, match="entropy_floor_scope.*allowed: batch, state"):
+        LossConfig(entropy_floor_scope="each")
     assert float(normalized_entropy(entropy, target, jnp.zeros(5))) == 0.0  # nothing counted: 0, not NaN
 
 
