@@ -40,6 +40,8 @@ def diagnose(agent, seed: int, steps: int) -> dict:
         total += float(step.reward)
         if step.is_last:
             break
+        if not np.array_equal(np.asarray(step.legal_actions, bool), legal):
+            raise MooziError(f"{agent.config.game}'s legal moves change during play; this reads games whose moves are fixed")
         history, action, _ = agent.act(history, step, last_action)
         root = agent.last_search.root
         priors.append(np.asarray(root.prior)[legal])
@@ -50,9 +52,8 @@ def diagnose(agent, seed: int, steps: int) -> dict:
         raise MooziError("the episode ended before the first move")
     q = np.asarray(qs)
     q_range = q.max(axis=1) - q.min(axis=1)
-    # The game's moves follow the dummy action(s) the augmented action space puts first.
-    offset = agent.spec.num_actions - len(agent.spec.action_names)
-    names = [agent.spec.action_names[i - offset] if i >= offset else str(i) for i in np.flatnonzero(legal)]
+    labels = agent.spec.action_names  # of actions 1..A-1 (0 is the dummy action), when the game names them
+    names = [labels[i - 1] if labels else str(i) for i in np.flatnonzero(legal)]
     return {
         "checkpoint": agent.checkpoint.name,
         "return": total,

@@ -229,22 +229,18 @@ def entropy_fractions(entropy, target_probs, mask):
     return entropy / jnp.log(jnp.maximum(supported, 2).astype(entropy.dtype)), counted
 
 
-def _counted_mean(values, counted):
+def counted_mean(values, counted):
+    """The mean of [B] `values` over the examples `counted` marks (0 when none is)."""
     return jnp.sum(values * counted) / jnp.maximum(jnp.sum(counted), 1.0)
-
-
-def normalized_entropy(entropy, target_probs, mask):
-    """The masked mean of `entropy_fractions`; examples with fewer than two supported actions are left out."""
-    return _counted_mean(*entropy_fractions(entropy, target_probs, mask))
 
 
 def entropy_floor_term(config: LossConfig, fraction, counted):
     """The floor's penalty from [B] `entropy_fractions`: entropy_floor_coef times the shortfall below
     entropy_floor of the batch's mean fraction ("batch"), or the mean of each example's ("state")."""
     if config.entropy_floor_scope == "batch":
-        shortfall = jax.nn.relu(config.entropy_floor - _counted_mean(fraction, counted))
+        shortfall = jax.nn.relu(config.entropy_floor - counted_mean(fraction, counted))
     else:
-        shortfall = _counted_mean(jax.nn.relu(config.entropy_floor - fraction), counted)
+        shortfall = counted_mean(jax.nn.relu(config.entropy_floor - fraction), counted)
     return config.entropy_floor_coef * shortfall
 
 
@@ -374,7 +370,7 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
     l2_loss = config.l2_coef * sum(jnp.sum(jnp.square(p)) for p in jax.tree.leaves(params))
     loss = jnp.mean(per_example_loss) + l2_loss
     fractions, counted = entropy_fractions(root_entropy, batch.action_probs[:, 0], batch.policy_mask[:, 0])
-    entropy_fraction = _counted_mean(fractions, counted)
+    entropy_fraction = counted_mean(fractions, counted)
     floor_metrics = {}
     if config.entropy_floor > 0:
         # A term of the batch, not of each example: neither importance-weighted nor a replay priority.

@@ -329,7 +329,7 @@ def test_entropy_bonus_term_and_gradient():
 def test_the_normalized_entropy_and_the_floor_by_hand():
     """Each example's entropy over its most, ln(supported actions), averaged over the counted examples;
     the floor's penalty is its coefficient times the shortfall below the floor, 0 above it."""
-    from moozi.core.loss import entropy_floor_term, entropy_fractions, normalized_entropy
+    from moozi.core.loss import counted_mean, entropy_floor_term, entropy_fractions
 
     entropy = jnp.asarray([np.log(2.0), 0.5, 0.3, 0.9, 0.0])
     target = jnp.asarray([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.3, 0.3, 0.4, 0.0],
@@ -337,7 +337,7 @@ def test_the_normalized_entropy_and_the_floor_by_hand():
     mask = jnp.asarray([1.0, 1.0, 1.0, 0.0, 1.0])
     # Row 3 is masked; row 4 has one supported action (no choice, nothing to hold up): both left out.
     expected = (1.0 + 0.5 / np.log(4.0) + 0.3 / np.log(3.0)) / 3
-    fraction = normalized_entropy(entropy, target, mask)
+    fraction = counted_mean(*entropy_fractions(entropy, target, mask))
     np.testing.assert_allclose(fraction, expected, rtol=1e-6)
     fractions, counted = entropy_fractions(entropy, target, mask)
     np.testing.assert_allclose(counted, [1.0, 1.0, 1.0, 0.0, 0.0])
@@ -351,7 +351,7 @@ def test_the_normalized_entropy_and_the_floor_by_hand():
     np.testing.assert_allclose(entropy_floor_term(per_state, fractions, counted), by_hand, rtol=1e-5)
     with pytest.raises(MooziError, match="entropy_floor_scope.*allowed: batch, state"):
         LossConfig(entropy_floor_scope="each")
-    assert float(normalized_entropy(entropy, target, jnp.zeros(5))) == 0.0  # nothing counted: 0, not NaN
+    assert float(counted_mean(*entropy_fractions(entropy, target, jnp.zeros(5)))) == 0.0  # nothing counted: 0, not NaN
 
 
 @pytest.mark.slow
