@@ -375,7 +375,9 @@ class ReplayBuffer:
     def _resort_if_stale(self) -> None:
         if self.config.sampling is not SamplingMode.RANK:
             return
-        if self._counters["changed_since_sort"] <= self.config.rank_resort_fraction * len(self):
+        # `<`, not `<=`: with the fraction at 1 a buffer whose every score changed (a fresh fill, a
+        # restore from another sampling mode) must re-sort, or all its steps keep rank 1.
+        if self._counters["changed_since_sort"] < self.config.rank_resort_fraction * len(self):
             return
         live = self._live_slots()
         scores = self._scores(live)

@@ -172,6 +172,15 @@ def test_rank_between_resorts_uses_the_snapshot_rank():
     np.testing.assert_allclose(buffer.probabilities(), (1.0 / ranks) / harmonic)
 
 
+def test_rank_resorts_a_fresh_fill_even_with_the_fraction_at_one():
+    config = ReplayConfig(capacity=100, min_fill=1, sampling="rank", priority_exponent=1.0,
+                          priority_epsilon=0.5, rank_resort_fraction=1.0)
+    buffer = ReplayBuffer(config, TARGETS, SPEC, seed=0)
+    buffer.add(_trajectory(10, first_value=0.0))  # every score changed: ranks 10 .. 1, not all 1
+    ranks = np.arange(10, 0, -1)
+    np.testing.assert_allclose(buffer.probabilities(), (1.0 / ranks) / np.sum(1.0 / ranks))
+
+
 # ---------------------------------------------------------------- storage and eviction
 
 
