@@ -38,7 +38,7 @@ every step drawable). Sampling modes:
   rank          P(i) = rank_i^-a / sum_k k^-a, rank 1 = the largest score. A sum tree over rank
                 weights; ranks come from a sorted snapshot of all scores. A changed score gets the
                 rank it would have in the snapshot (binary search, O(log n)), and the snapshot is
-                re-sorted (O(n log n)) before the next draw once more than
+                re-sorted (O(n log n)) before the next draw once at least
                 `rank_resort_fraction * N` scores changed, so the cost per changed item stays
                 O(log n / fraction) amortised and probabilities are exact right after a re-sort.
                 Ties rank the older step first.

@@ -337,9 +337,8 @@ def test_the_normalized_entropy_and_the_floor_by_hand():
     mask = jnp.asarray([1.0, 1.0, 1.0, 0.0, 1.0])
     # Row 3 is masked; row 4 has one supported action (no choice, nothing to hold up): both left out.
     expected = (1.0 + 0.5 / np.log(4.0) + 0.3 / np.log(3.0)) / 3
-    fraction = counted_mean(*entropy_fractions(entropy, target, mask))
-    np.testing.assert_allclose(fraction, expected, rtol=1e-6)
     fractions, counted = entropy_fractions(entropy, target, mask)
+    np.testing.assert_allclose(counted_mean(fractions, counted), expected, rtol=1e-6)
     np.testing.assert_allclose(counted, [1.0, 1.0, 1.0, 0.0, 0.0])
     floor = LossConfig(entropy_floor=0.9, entropy_floor_coef=2.0)
     np.testing.assert_allclose(entropy_floor_term(floor, fractions, counted), 2.0 * (0.9 - expected), rtol=1e-5)
