@@ -366,7 +366,11 @@ class OpenSpielEnv:
 
     # ------------------------------------------------- snapshots and other states
     def step_output_at(self, state: pyspiel.State) -> StepOutput:
-        """The step output of any state of this game (reward 0, not first): for bots and tools."""
+        """The step output of a decision state of this game (reward 0, not first): for bots and tools.
+        Chance and terminal states are refused: nobody's view or move is defined there."""
+        if state.is_chance_node() or state.is_terminal():
+            kind = "a chance node" if state.is_chance_node() else "terminal"
+            raise MooziError(f"step_output_at needs a state where a player moves; this one is {kind}: {state.history_str()}")
         saved = self.state
         self.state = state
         try:
@@ -496,4 +500,6 @@ def load_two_player_game(game_name: str) -> pyspiel.Game:
             raise MooziError(f"{canonical} is not a two-player OpenSpiel game; playing an opponent needs one")
         return game
     finally:
-        env.close()
+        close = getattr(env, "close", None)  # JAX-native envs (pgx) hold nothing to release
+        if close is not None:
+            close()

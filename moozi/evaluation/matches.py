@@ -96,10 +96,12 @@ class EvalResult:
     # with the seats swapped (deterministic players otherwise replay the same two games).
     opening_moves: int = 0
     simulations: int | None = None  # the agent's search simulations per move (None: no search)
+    # Games moozi's own batch (pgx:backgammon) stopped at its step cap, counted among the draws.
+    unfinished: int = 0
 
     @classmethod
     def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...],
-                   opening_moves: int = 0) -> "EvalResult":
+                   opening_moves: int = 0, unfinished: int = 0) -> "EvalResult":
         """Totals, rates and intervals derived from the per-seat counts."""
         games = sum(s.games for s in per_seat)
         wins, draws, losses = (sum(getattr(s, k) for s in per_seat) for k in ("wins", "draws", "losses"))
@@ -118,6 +120,7 @@ class EvalResult:
             loss_rate_ci=wilson_interval(losses, games),
             per_seat=tuple(per_seat),
             opening_moves=opening_moves,
+            unfinished=unfinished,
         )
 
     def to_json(self) -> str:
@@ -137,6 +140,8 @@ class EvalResult:
             header += f", {self.opening_moves} random opening plies per pair of games"
         if self.simulations is not None:
             header += f", {self.simulations} simulations per move"
+        if self.unfinished:
+            header += f"; {self.unfinished} games cut at the step cap, counted as draws"
         columns = f"{'':<12} {'games':>5} {'wins':>5} {'draws':>5} {'losses':>6}   {'win rate (95% CI)':<22} loss rate (95% CI)"
         rows = [header, columns]
 
@@ -513,7 +518,8 @@ def _evaluate_in_batch(agent, canonical: str, opponent: str, num_games: int, see
     for seat in (0, 1):
         mine = played.outcome[played.agent_seat == seat]
         per_seat.append(SeatRecord(seat, len(mine), int(np.sum(mine > 0)), int(np.sum(mine == 0)), int(np.sum(mine < 0))))
-    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=tuple(per_seat))
+    return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=tuple(per_seat),
+                                 unfinished=int(np.sum(~played.finished)))
 
 
 def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
@@ -535,6 +541,8 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
     canonical, env = make_played_env(game_name)
     try:
         if env.spec.num_players == 1:
+            if opening_moves:
+                raise MooziError(f"{canonical} is a one-player game: --opening-moves needs a two-player game")
             result = _evaluate_one_player(agent, canonical, env, num_games, seed, max_steps, progress)
         else:
             game = getattr(env, "game", None)

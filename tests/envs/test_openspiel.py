@@ -435,3 +435,20 @@ def test_every_two_player_game_tells_the_network_who_moves(game):
         other = env._observe(env.state, 1 - mover)
         assert not np.array_equal(out.obs, other)
         out = env.step(int(rng.choice(np.flatnonzero(out.legal_actions))), False)
+
+
+def test_step_output_at_refuses_chance_and_terminal_states():
+    env = OpenSpielEnv("pig")
+    state = env.game.new_initial_state()
+    state.apply_action(0)  # "roll": the die is next
+    assert state.is_chance_node()
+    with pytest.raises(MooziError, match="chance node"):
+        env.step_output_at(state)
+    ttt = OpenSpielEnv("tic_tac_toe")
+    won = ttt.game.new_initial_state()
+    for action in (0, 3, 1, 4, 2):  # x takes the top row
+        won.apply_action(action)
+    with pytest.raises(MooziError, match="terminal"):
+        ttt.step_output_at(won)
+    # A decision state still gets its output, from the mover's view.
+    assert OpenSpielEnv("pig").step_output_at(env.game.new_initial_state()).to_play == 0

@@ -99,3 +99,21 @@ def test_evaluate_names_the_batch_opponents():
         evaluate(_BatchBot("random"), "backgammon", "mcts:100", num_games=2, seed=0)
     with pytest.raises(MooziError, match="opening-moves"):
         evaluate(_BatchBot("random"), "backgammon", "random", num_games=2, seed=0, opening_moves=4)
+
+
+def test_games_cut_at_the_step_cap_are_counted(monkeypatch):
+    import moozi.evaluation.matches as matches
+
+    monkeypatch.setattr(matches, "_BATCH_MAX_STEPS", 3)  # no backgammon game ends in 3 checker moves
+    result = evaluate(_BatchBot("random"), "backgammon", "random", num_games=4, seed=0)
+    assert (result.draws, result.unfinished) == (4, 4)
+    assert "4 games cut at the step cap" in result.format_table()
+    assert EvalResult.from_json(result.to_json()) == result
+
+
+def test_a_pgx_game_is_refused_as_an_openspiel_opponent_game():
+    from moozi.envs.openspiel import load_two_player_game
+
+    # pgx's env has no close(); the refusal must still be the one that names the need.
+    with pytest.raises(MooziError, match="not a two-player OpenSpiel game"):
+        load_two_player_game("backgammon")

@@ -279,6 +279,12 @@ def test_single_player_games_report_mean_return_with_interval():
     assert "mean return" in result.format_table()
 
 
+def test_one_player_games_refuse_opening_moves():
+    # Random openings pair the seats of a two-player game; silently ignoring them would mislead.
+    with pytest.raises(MooziError, match="one-player game: --opening-moves"):
+        evaluate(EpisodeAgent(), "openspiel:catch", "random", num_games=2, seed=0, opening_moves=3)
+
+
 def test_single_episode_has_no_interval():
     result = evaluate(EpisodeAgent(), "openspiel:catch", "random", num_games=1, seed=0)
     assert result.mean_return_ci is None and result.std_return == 0.0
