@@ -294,8 +294,11 @@ def _too_large(game: pyspiel.Game) -> str | None:
         if key in seen:
             continue
         seen.add(key)
-        if len(seen) > _MAX_SOLVE_STATES or time.monotonic() > deadline:
-            return f"it is too large (over {len(seen)} positions counted before giving up; minimax solves up to {_MAX_SOLVE_STATES})"
+        if len(seen) > _MAX_SOLVE_STATES:
+            return f"it is too large (over {_MAX_SOLVE_STATES} positions; minimax solves up to that many)"
+        if time.monotonic() > deadline:  # a bound on the wait, so the count is only a lower bound
+            return (f"counting its positions took over {_MAX_COUNT_SECONDS:g} s ({len(seen)} counted, minimax "
+                    f"solves up to {_MAX_SOLVE_STATES}); on a less loaded machine it may fit")
         stack.append((child, iter(child.legal_actions())))
     return None
 

@@ -186,6 +186,16 @@ def test_minimax_refuses_games_too_large_to_solve():
         make_opponent("minimax", pyspiel.load_game("connect_four"), 0, 0)
 
 
+def test_minimax_says_when_counting_ran_out_of_time_rather_than_positions(monkeypatch):
+    import moozi.evaluation.matches as matches
+
+    tic_tac_toe = pyspiel.load_game("tic_tac_toe")
+    assert matches._too_large(tic_tac_toe) is None
+    monkeypatch.setattr(matches, "_MAX_COUNT_SECONDS", 0.0)  # a loaded machine: the wait runs out first
+    assert matches._too_large(tic_tac_toe).startswith("counting its positions took over 0 s")
+    assert matches._too_large(pyspiel.load_game("connect_four")).startswith("counting")  # not "too large"
+
+
 @pytest.mark.parametrize(
     "spec, message",
     [
