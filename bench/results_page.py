@@ -330,10 +330,13 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
     games = [entry for entry in results.chance if entry[2] in ("2048", "2048:random")]
     if games:
         lines += ["## 2048", "",
-                  "`python bench/learning.py --games 2048 [--chance-random]`: each agent trains the `2048` preset (only",
-                  "the agent differs); the checkpoint `load_agent` plays then plays 100 episodes on env seeds",
-                  "seed·1000 + i: the mean score with its 95% bootstrap interval and the share of games whose",
-                  "largest tile reached each size. A random mover plays the same seeds.", ""]
+                  "`python bench/learning.py --games 2048 [--chance-random]`: each agent trains the `2048` preset (the",
+                  "agent differs, and where a file's `overrides` say so the simulations: a Stochastic MuZero simulation",
+                  "costs two network steps, so 12 of them cost about what MuZero's 25 do); the checkpoint `load_agent`",
+                  "plays then plays 100 episodes on env seeds seed·1000 + i: the mean score with its 95% bootstrap",
+                  "interval and the share of games whose largest tile reached each size. A random mover plays the",
+                  "same seeds. Runs of one seed were trained side by side, one core each (`taskset`), so the matmul",
+                  "speed is of one core; details in [docs/stochastic.md](stochastic.md).", ""]
         table_rows = []
         for name, report, key, run in sorted(games, key=lambda g: (g[2] != "2048", g[3].get("agent", ""), g[3]["seed"])):
             agent = "random mover" if key == "2048:random" else AGENT_NAMES[run["agent"]]

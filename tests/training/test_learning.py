@@ -31,7 +31,7 @@ TTT_ENV_STEPS = 96_000
 C4_ENV_STEPS = 54_000
 C4_MLP = {"network.kind": "mlp", "network.mlp_hidden_sizes": (256, 256), "network.mlp_hidden_state_size": 128}
 # 2048, the preset (Stochastic MuZero): about 280 updates, ~120 CPU-seconds of training. A uniform
-# random mover scores 1,152 on average (200 games, bench/results/ablations/2026-11-27-2048-random-mover.json).
+# random mover scores 1,152 on average (200 games, bench/results/2026-11-27-2048-random-mover.json).
 G2048_ENV_STEPS = 40_000
 RANDOM_MOVER_2048_MEAN = 1_152
 # pyproject.toml's 10 minutes per test end the worker that runs it, and once a worker had ended that
