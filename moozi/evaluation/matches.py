@@ -534,7 +534,7 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
     start: the initial state, or `opening_moves` random plies into the game
     (`random_opening`). One-player games: episode i is
     `agent.run_episode(env, seed + i, max_steps)` (agents without it:
-    `agent.play_episode(env, seed + i)`, uncapped) and `opponent` is ignored;
+    `agent.play_episode(env, seed + i)`, uncapped), `opponent` is ignored and `opening_moves` refused;
     `progress(i, num_games, returns_so_far, cut_so_far)` is called after each.
     """
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 1:
