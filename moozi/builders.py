@@ -60,9 +60,7 @@ def env_factory(config: Config) -> Callable[[], Env]:
 def _spec_for(game: str, options: tuple) -> EnvSpec:
     env = make_env(game, **dict(options))
     spec = env.spec
-    close = getattr(env, "close", None)
-    if close is not None:
-        close()
+    env.close()
     return spec
 
 

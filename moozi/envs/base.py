@@ -104,6 +104,9 @@ class JaxEnv(Protocol):
         library's own penalty) in the bridge.
         """
 
+    def close(self) -> None:
+        """Nothing to release (pure functions), but every env the registry makes can be closed."""
+
 
 def empty_step(spec: EnvSpec) -> StepOutput:
     """A zero step with the spec's shapes (for buffers and tracing)."""

@@ -160,3 +160,6 @@ class GymnaxEnv:
         # Both branches are computed so the select vmaps (no Python control flow on is_last).
         reset_branch = self.init(reset_key)
         return jax.tree.map(lambda a, b: jnp.where(is_last, a, b), reset_branch, step_branch)
+
+    def close(self) -> None:
+        """Pure functions hold nothing to release; here so that every env the registry makes closes alike."""

@@ -500,6 +500,4 @@ def load_two_player_game(game_name: str) -> pyspiel.Game:
             raise MooziError(f"{canonical} is not a two-player OpenSpiel game; playing an opponent needs one")
         return game
     finally:
-        close = getattr(env, "close", None)  # JAX-native envs (pgx) hold nothing to release
-        if close is not None:
-            close()
+        env.close()

@@ -559,6 +559,4 @@ def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,
                 raise MooziError(f"{canonical}: evaluating against an opponent needs an OpenSpiel game (openspiel:<name>)")
         return dataclasses.replace(result, simulations=getattr(agent, "simulations", None))
     finally:
-        close = getattr(env, "close", None)  # JAX-native envs hold nothing to release
-        if close is not None:
-            close()
+        env.close()

@@ -181,9 +181,7 @@ def episode_gif(agent, path: pathlib.Path, seed: int = 0, max_steps: int = 500, 
         total += float(step.reward)
         last_action, steps = action, steps + 1
         frames.append(_frame(step.obs, scale))
-    close = getattr(env, "close", None)
-    if close is not None:
-        close()
+    env.close()
     images = [Image.fromarray(f) for f in frames]
     buffer = io.BytesIO()
     images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=80, loop=0, optimize=True)
