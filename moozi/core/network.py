@@ -60,7 +60,7 @@ from moozi.core.types import Array
 
 
 NETWORK_KINDS = ("resnet", "mlp")
-NORMALIZATIONS = ("batch", "layer")
+NORMALIZATIONS = ("batch", "layer", "layer_all")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -101,7 +101,12 @@ class NetworkConfig:
     scale_hidden_state: bool = True  # min-max scale each example's hidden state to [0, 1] after h and g
     # "batch": batch norm, as the thesis lists (see module docstring). "layer": layer norm over the
     # channels, which computes the same thing in acting and in training: no running moments, so the
-    # root and unrolled states cannot share (and skew) them (docs/board_games.md).
+    # root and unrolled states cannot share (and skew) them (docs/board_games.md). "layer_all": layer
+    # norm as Ba et al. define it, over all of a layer's units: a convolution's output is normalised
+    # over its positions and channels together, not each position apart. Per position, a cell whose
+    # neighbourhood holds one faint object is scaled up to the size of a crowded one, which discards
+    # how much a cell sees; on sparse planes (MinAtar) that is most of what a convolution reports.
+    # Dense layers are normalised the same way by both.
     normalization: str = "batch"
     batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
     batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
@@ -164,7 +169,7 @@ class _ConvBnRelu(nn.Module):
     def __call__(self, x, train: bool):
         # No conv bias: the following batch norm's offset replaces it.
         x = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False, dtype=compute_dtype(self.config))(x)
-        x = _batch_norm(self.config, train)(x)
+        x = _batch_norm(self.config, train, spatial=True)(x)
         return nn.relu(x)
 
 
@@ -179,9 +184,14 @@ class _DenseBnRelu(nn.Module):
         return nn.relu(x)
 
 
-def _batch_norm(config: NetworkConfig, train: bool) -> nn.Module:
-    """The normalisation after every convolution and hidden dense layer (`NetworkConfig.normalization`)."""
-    if config.normalization == "layer":
+def _batch_norm(config: NetworkConfig, train: bool, spatial: bool = False) -> nn.Module:
+    """The normalisation after every convolution (`spatial`: its input is [B, H, W, C]) and hidden dense
+    layer (`NetworkConfig.normalization`)."""
+    if config.normalization == "layer_all" and spatial:
+        # One mean and variance per example over H, W and C; a scale and offset per channel.
+        return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config),
+                            reduction_axes=(-3, -2, -1), feature_axes=-1)
+    if config.normalization in ("layer", "layer_all"):
         return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config))
     return nn.BatchNorm(
         use_running_average=not train,
@@ -200,9 +210,9 @@ class _ResidualBlock(nn.Module):
     def __call__(self, x, train: bool):
         channels, dtype = x.shape[-1], compute_dtype(self.config)
         y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(x)
-        y = nn.relu(_batch_norm(self.config, train)(y))
+        y = nn.relu(_batch_norm(self.config, train, spatial=True)(y))
         y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(y)
-        y = _batch_norm(self.config, train)(y)
+        y = _batch_norm(self.config, train, spatial=True)(y)
         return nn.relu(x + y)
 
 
@@ -240,7 +250,7 @@ class _Downsample(nn.Module):
         for _ in range(2):
             x = nn.Conv(channels, (3, 3), strides=(2, 2), padding="SAME", use_bias=False,
                         dtype=compute_dtype(self.config))(x)
-            x = nn.relu(_batch_norm(self.config, train)(x))
+            x = nn.relu(_batch_norm(self.config, train, spatial=True)(x))
             x = _ResidualBlock(self.config)(x, train)
         for _ in range(2):
             x = nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")

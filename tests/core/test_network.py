@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from moozi.core.network import NetworkConfig, NetworkOutput, make_network
+from moozi.core.network import NetworkConfig, NetworkOutput, _batch_norm, make_network
 from moozi.core.scalar import logits_to_scalar
 from moozi.errors import MooziError
 
@@ -148,11 +148,12 @@ class NetworkTest(parameterized.TestCase):
             NetworkConfig(kind="transformer")
 
 
+@pytest.mark.parametrize("normalization", ["layer", "layer_all"])
 @pytest.mark.parametrize("name, config, obs_shape, _", CASES)
-def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _):
+def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _, normalization):
     """With layer norm there are no running moments: acting and training compute the same outputs,
     for the root and for unrolled states alike (batch norm's moments mix the two)."""
-    network, variables, obs = _build(dataclasses.replace(config, normalization="layer"), obs_shape)
+    network, variables, obs = _build(dataclasses.replace(config, normalization=normalization), obs_shape)
     assert variables["batch_stats"] == {}
     acting = network.initial_inference(variables, obs)
     training, batch_stats = network.initial_inference_train(variables, obs)
@@ -170,8 +171,30 @@ def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _):
 
 
 def test_unknown_normalization_is_refused():
-    with pytest.raises(MooziError, match="batch, layer"):
+    with pytest.raises(MooziError, match="batch, layer, layer_all"):
         NetworkConfig(normalization="group")
+
+
+def test_whole_layer_norm_keeps_how_much_each_cell_of_a_convolution_sees():
+    """"layer" normalises each position's channels apart: a cell seeing twice as much comes out the same
+    as one seeing half of it, and an empty cell as the offset alone. "layer_all" normalises over all
+    positions and channels together: the cells keep their differences."""
+    x = np.zeros((1, 2, 2, 3), np.float32)
+    x[0, 0, 0] = [1.0, 2.0, 3.0]
+    x[0, 1, 1] = [2.0, 4.0, 6.0]
+    outputs = {}
+    for normalization in ("layer", "layer_all"):
+        norm = _batch_norm(NetworkConfig(normalization=normalization), train=True, spatial=True)
+        variables = norm.init(jax.random.PRNGKey(0), x)
+        assert variables["params"]["scale"].shape == (3,)  # one scale and offset per channel in both
+        outputs[normalization] = np.asarray(norm.apply(variables, x))
+    per_position, whole = outputs["layer"], outputs["layer_all"]
+    np.testing.assert_allclose(per_position[0, 0, 0], per_position[0, 1, 1], atol=1e-5)
+    np.testing.assert_allclose(per_position[0, 0, 1], 0.0, atol=1e-5)
+    flat = x.reshape(-1)
+    expected = (x - flat.mean()) / np.sqrt(flat.var() + NetworkConfig().batch_norm_epsilon)
+    np.testing.assert_allclose(whole, expected, rtol=1e-5, atol=1e-5)
+    assert whole[0, 1, 1, 2] > whole[0, 0, 0, 2] > whole[0, 0, 1, 2]
 
 
 @pytest.mark.parametrize("obs_shape, hidden_side", [((84, 84, 1), 6), ((96, 96, 3), 6), ((10, 10, 4), 1)])
