@@ -105,8 +105,8 @@ class NetworkConfig:
     # norm as Ba et al. define it, over all of a layer's units: a convolution's output is normalised
     # over its positions and channels together, not each position apart. Per position, a cell whose
     # neighbourhood holds one faint object is scaled up to the size of a crowded one, which discards
-    # how much a cell sees; on sparse planes (MinAtar) that is most of what a convolution reports.
-    # Dense layers are normalised the same way by both.
+    # how much a cell sees. Dense layers are normalised the same way by both. On MinAtar it learned no
+    # faster than "layer" (docs/experiments/2026-11-27-one-minatar-preset.md, candidate v22).
     normalization: str = "batch"
     batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
     batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
