@@ -169,7 +169,7 @@ class _ConvBnRelu(nn.Module):
     def __call__(self, x, train: bool):
         # No conv bias: the following batch norm's offset replaces it.
         x = nn.Conv(self.features, (3, 3), padding="SAME", use_bias=False, dtype=compute_dtype(self.config))(x)
-        x = _batch_norm(self.config, train, spatial=True)(x)
+        x = _normalize(self.config, train, x)
         return nn.relu(x)
 
 
@@ -180,25 +180,25 @@ class _DenseBnRelu(nn.Module):
     @nn.compact
     def __call__(self, x, train: bool):
         x = nn.Dense(self.features, use_bias=False, dtype=compute_dtype(self.config))(x)
-        x = _batch_norm(self.config, train)(x)
+        x = _normalize(self.config, train, x)
         return nn.relu(x)
 
 
-def _batch_norm(config: NetworkConfig, train: bool, spatial: bool = False) -> nn.Module:
-    """The normalisation after every convolution (`spatial`: its input is [B, H, W, C]) and hidden dense
-    layer (`NetworkConfig.normalization`)."""
-    if config.normalization == "layer_all" and spatial:
-        # One mean and variance per example over H, W and C; a scale and offset per channel.
-        return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config),
-                            reduction_axes=(-3, -2, -1), feature_axes=-1)
+def _normalize(config: NetworkConfig, train: bool, x):
+    """The normalisation after every convolution and hidden dense layer (`NetworkConfig.normalization`),
+    applied to `x`. "layer" reduces over the channels only; "layer_all" over every axis but the batch's
+    (a dense layer's units either way; a convolution's positions and channels), with a scale and offset
+    per channel in both."""
     if config.normalization in ("layer", "layer_all"):
-        return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config))
+        axes = tuple(range(1 - x.ndim, 0)) if config.normalization == "layer_all" else -1
+        return nn.LayerNorm(epsilon=config.batch_norm_epsilon, dtype=compute_dtype(config),
+                            reduction_axes=axes, feature_axes=-1)(x)
     return nn.BatchNorm(
         use_running_average=not train,
         dtype=compute_dtype(config),
         momentum=config.batch_norm_momentum,
         epsilon=config.batch_norm_epsilon,
-    )
+    )(x)
 
 
 class _ResidualBlock(nn.Module):
@@ -210,9 +210,9 @@ class _ResidualBlock(nn.Module):
     def __call__(self, x, train: bool):
         channels, dtype = x.shape[-1], compute_dtype(self.config)
         y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(x)
-        y = nn.relu(_batch_norm(self.config, train, spatial=True)(y))
+        y = nn.relu(_normalize(self.config, train, y))
         y = nn.Conv(channels, (3, 3), padding="SAME", use_bias=False, dtype=dtype)(y)
-        y = _batch_norm(self.config, train, spatial=True)(y)
+        y = _normalize(self.config, train, y)
         return nn.relu(x + y)
 
 
@@ -250,7 +250,7 @@ class _Downsample(nn.Module):
         for _ in range(2):
             x = nn.Conv(channels, (3, 3), strides=(2, 2), padding="SAME", use_bias=False,
                         dtype=compute_dtype(self.config))(x)
-            x = nn.relu(_batch_norm(self.config, train, spatial=True)(x))
+            x = nn.relu(_normalize(self.config, train, x))
             x = _ResidualBlock(self.config)(x, train)
         for _ in range(2):
             x = nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME")

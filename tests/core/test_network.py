@@ -4,13 +4,14 @@ import dataclasses
 import functools
 
 import chex
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from moozi.core.network import NetworkConfig, NetworkOutput, _batch_norm, make_network
+from moozi.core.network import NetworkConfig, NetworkOutput, _normalize, make_network
 from moozi.core.scalar import logits_to_scalar
 from moozi.errors import MooziError
 
@@ -182,11 +183,19 @@ def test_whole_layer_norm_keeps_how_much_each_cell_of_a_convolution_sees():
     x = np.zeros((1, 2, 2, 3), np.float32)
     x[0, 0, 0] = [1.0, 2.0, 3.0]
     x[0, 1, 1] = [2.0, 4.0, 6.0]
+
+    class Norm(nn.Module):
+        config: NetworkConfig
+
+        @nn.compact
+        def __call__(self, x):
+            return _normalize(self.config, True, x)
+
     outputs = {}
     for normalization in ("layer", "layer_all"):
-        norm = _batch_norm(NetworkConfig(normalization=normalization), train=True, spatial=True)
+        norm = Norm(NetworkConfig(normalization=normalization))
         variables = norm.init(jax.random.PRNGKey(0), x)
-        assert variables["params"]["scale"].shape == (3,)  # one scale and offset per channel in both
+        assert variables["params"]["LayerNorm_0"]["scale"].shape == (3,)  # one scale and offset per channel in both
         outputs[normalization] = np.asarray(norm.apply(variables, x))
     per_position, whole = outputs["layer"], outputs["layer_all"]
     np.testing.assert_allclose(per_position[0, 0, 0], per_position[0, 1, 1], atol=1e-5)
