@@ -485,10 +485,13 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
                         "sampled", "max steps", "matmul GFLOP/s", "file"], rows)
         seeded = _over_seeds(game_marks)
         if seeded:
-            lines += ["", "Over seeds (the mean of the seeds' marks; the lowest and highest seed):", ""]
+            lines += ["", "Over seeds (the mean of the seeds' marks; the lowest and highest seed). \"best\" is the",
+                      "checkpoint `load_agent` and `moozi eval` play, the best of the run's in-training tests; the",
+                      "summary row keeps to the last minute mark, the newest checkpoint then:", ""]
             lines += table(["agent", "mark", "seeds", "mean", "lowest, highest"],
-                           [[AGENT_NAMES[agent], f"{minute} min", str(len(values)), f"**{num(statistics.mean(values))}**",
-                             interval((min(values), max(values)))] for (agent, minute), values in seeded.items()])
+                           [[AGENT_NAMES[agent], minute if minute == "best" else f"{minute} min", str(len(values)),
+                             f"**{num(statistics.mean(values))}**", interval((min(values), max(values)))]
+                            for (agent, minute), values in seeded.items()])
         lines.append("")
         summary_rows.append(_minatar_row(game, game_marks, published_text))
     lines += ["![MinAtar: MuZero, PPO and IMPALA against wall-clock minutes and env steps]"
@@ -499,11 +502,13 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
 
 
 def _over_seeds(game_marks: list) -> dict:
-    """{(agent, mark minute): [each seed's mean return]} where two or more seeds reached the mark."""
+    """{(agent, mark minute or "best"): [each seed's mean return]} where two or more seeds reached the mark."""
     by_mark: dict = {}
-    for _, _, _, agent, run, mark in _minute_marks(game_marks):
-        by_mark.setdefault((agent, mark_minute(mark["minutes"])), {})[run["seed"]] = mark["mean_return"]
-    ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), item[0][1]))
+    for _, _, _, agent, run, mark in game_marks:
+        key = "best" if mark.get("mark") == "best" else mark_minute(mark["minutes"])
+        by_mark.setdefault((agent, key), {})[run["seed"]] = mark["mean_return"]
+    ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), item[0][1] == "best",
+                                                        0 if item[0][1] == "best" else item[0][1]))
     return {key: list(seeds.values()) for key, seeds in ordered if len(seeds) >= 2}
 
 

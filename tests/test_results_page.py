@@ -194,7 +194,7 @@ def test_chance_games_add_their_sections_and_rows():
     assert "93-0-7 of 100" in page and "41-0-59 of 100" in page
 
 
-def test_a_minatar_best_mark_shows_as_best_and_stays_out_of_the_seed_means_and_the_row():
+def test_a_minatar_best_mark_shows_as_best_with_its_own_seed_mean_and_stays_out_of_the_row():
     files = [(name, data) for name, data in results_page.read_files() if "breakout" not in data]
     mark = {"updates": 40_000, "env_steps": 10_000_000, "mean_return": 7.0, "bootstrap_ci": [6.0, 8.0],
             "episodes": 100, "max_steps": 2_000}
@@ -205,5 +205,7 @@ def test_a_minatar_best_mark_shows_as_best_and_stays_out_of_the_seed_means_and_t
                                                                   "breakout": runs})], _published())
     assert "| MuZero | 0 | 41.3 (best) |" in page and "**99.00**" in page
     assert "| MuZero | 60 min | 2 | **13.00** |" in page  # the seeds' 60-minute marks only
+    assert "| MuZero | best | 2 | **99.00** | [99.00, 99.00] |" in page  # the seeds' best checkpoints apart
+    assert page.index("| MuZero | 60 min | 2 |") < page.index("| MuZero | best | 2 |")
     row = next(line for line in table if line.startswith("| MinAtar Breakout |"))
     assert "mean return 13.0" in row and "| 60 |" in row
