@@ -69,11 +69,8 @@ def env_spec(config: Config) -> EnvSpec:
 
 
 def symmetry_augment(config: Config, spec: EnvSpec):
-    """The replay buffer's augment function for this game, or None (no symmetry, or turned off).
-
-    Stochastic MuZero gets none whatever replay.symmetry_augmentation says: the augment does not yet
-    transform the future observations its batches carry (docs/stochastic.md)."""
-    if not config.replay.symmetry_augmentation or learns_chance_outcomes(config):
+    """The replay buffer's augment function for this game, or None (no symmetry, or turned off)."""
+    if not config.replay.symmetry_augmentation:
         return None
     symmetry = board_symmetry(resolve_game_name(config.game), spec.obs_shape)
     if symmetry is None:

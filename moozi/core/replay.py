@@ -175,11 +175,8 @@ class ReplayBuffer:
 
         `future_observations`: each batch is a `StochasticTrainingTarget`, the targets plus the history
         inputs at t+1 .. t+K that Stochastic MuZero's chance encoder reads
-        (`moozi.core.stochastic_loss.gather_future_stacked_obs`, B·(L+K-1) frames read on the host).
-        No augment transforms those yet, so the two cannot be combined."""
-        if future_observations and augment is not None:
-            raise MooziError("a symmetry augment does not transform the future observations of a Stochastic "
-                             "MuZero batch: set replay.symmetry_augmentation=false")
+        (`moozi.core.stochastic_loss.gather_future_stacked_obs`, B·(L+K-1) frames read on the host);
+        the augment moves them with the rest of their element."""
         self.config = config
         self._future_observations = future_observations
         self.target_config = target_config
@@ -443,9 +440,6 @@ class ReplayBuffer:
         targets = _assemble_jit(window, config=self.target_config, num_actions=self.spec.num_actions,
                                 discount_sign=self.spec.discount_sign, importance_weight=weights,
                                 obs_levels=self.spec.stored_obs_levels, to_play=to_play)
-        if self._augment is not None:
-            key = jax.random.PRNGKey(int(self._rng.integers(np.iinfo(np.int32).max)))
-            targets = self._augment(targets, key)
         if self._future_observations:
             future = gather_future_stacked_obs(self._storage, slots, config=self.target_config,
                                                num_actions=self.spec.num_actions, obs_levels=self.spec.stored_obs_levels)
@@ -454,6 +448,9 @@ class ReplayBuffer:
                 num_unroll=self.target_config.num_unroll_steps, discount=self.target_config.discount,
                 discount_sign=self.spec.discount_sign, xp=np)
             targets = StochasticTrainingTarget(targets, future, discounts)
+        if self._augment is not None:
+            key = jax.random.PRNGKey(int(self._rng.integers(np.iinfo(np.int32).max)))
+            targets = self._augment(targets, key)
         return targets, positions
 
     # ------------------------------------------------------------------ reanalyze

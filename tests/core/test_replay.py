@@ -490,9 +490,23 @@ def test_future_observations_are_the_histories_at_the_next_k_steps():
     assert seen_past_end  # some rows read past their episode's end (zero frames there)
 
 
-def test_future_observations_refuse_a_symmetry_augment():
-    with pytest.raises(MooziError, match="replay.symmetry_augmentation=false"):
-        _buffer(future_observations=True, augment=lambda batch, key: batch)
+def test_a_symmetry_augment_sees_the_future_observations_too():
+    """The augment gets the whole StochasticTrainingTarget, so a symmetry can move the chance encoder's
+    inputs with the element's own (a stand-in augment here marks both)."""
+    def augment(batch, key):
+        return batch._replace(target=batch.target._replace(stacked_obs=batch.target.stacked_obs + 1),
+                              future_stacked_obs=batch.future_stacked_obs + 1)
+
+    plain, augmented = _buffer(capacity=64, seed=5, future_observations=True), \
+        _buffer(capacity=64, seed=5, future_observations=True, augment=augment)
+    for buffer in (plain, augmented):
+        for trajectory in (_trajectory(5, seed=1), _trajectory(7, seed=2)):
+            buffer.add(trajectory)
+    (batch, positions), (moved, moved_positions) = plain.sample(6), augmented.sample(6)
+    np.testing.assert_array_equal(positions, moved_positions)
+    np.testing.assert_array_equal(moved.future_stacked_obs, np.asarray(batch.future_stacked_obs) + 1)
+    np.testing.assert_array_equal(moved.target.stacked_obs, np.asarray(batch.target.stacked_obs) + 1)
+    np.testing.assert_array_equal(moved.next_value_discount, batch.next_value_discount)
 
 
 def test_turns_that_repeat_take_their_signs_from_to_play():

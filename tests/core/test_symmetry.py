@@ -82,7 +82,43 @@ def test_symmetric_play_gives_symmetric_boards_and_legal_moves(game, kind, count
                 mirrored = player.step(maps[g][actions[t]])
 
 
-@pytest.mark.parametrize("game,kind,count", GAMES)
+def test_2048_slides_turn_and_mirror_with_the_board():
+    """Against pgx's own 2048: a position under symmetry g, slid the way g maps the slide, pays the same
+    reward and leaves the mapped board, apart from the new random tile on each side."""
+    import pgx
+
+    env, rng = pgx.make("2048"), np.random.default_rng(0)
+    step = jax.jit(env.step)
+    symmetry = board_symmetry("pgx:2048", (4, 4, 31))
+    assert symmetry.kind == "slides" and game_family("pgx:2048") == "2048"
+    gathers, maps = cell_gathers(symmetry), action_maps(symmetry, 5)  # augmented: 0 is the dummy
+    # A turn a quarter anticlockwise (np.rot90) takes a left slide to a down slide; the mirror swaps left and right.
+    assert maps[1].tolist() == [0, 4, 1, 2, 3] and maps[4].tolist() == [0, 3, 2, 1, 4]
+    state, positions = env.init(jax.random.PRNGKey(0)), []
+    while len(positions) < 8 and not bool(state.terminated):
+        state = step(state, jnp.int32(rng.choice(np.flatnonzero(state.legal_action_mask))), jax.random.PRNGKey(len(positions)))
+        positions.append(state)
+    checked = set()
+    for position in positions:
+        board = np.asarray(position._board)
+        for g in range(8):
+            legal = np.zeros(4, bool)
+            legal[maps[g][1:] - 1] = np.asarray(position.legal_action_mask)  # legal'[g(a)] = legal[a]
+            moved = position.replace(_board=jnp.asarray(board[gathers[g]]), legal_action_mask=jnp.asarray(legal))
+            np.testing.assert_array_equal(env.observe(moved, 0), transform_board(np.asarray(env.observe(position, 0)), gathers[g]))
+            for action in np.flatnonzero(position.legal_action_mask):
+                after = step(position, jnp.int32(action), jax.random.PRNGKey(7))
+                after_moved = step(moved, jnp.int32(maps[g][action + 1] - 1), jax.random.PRNGKey(7))
+                assert float(after_moved.rewards[0]) == float(after.rewards[0])
+                expected, got = np.asarray(after._board)[gathers[g]], np.asarray(after_moved._board)
+                differ = np.flatnonzero(expected != got)  # the new tile: a 2 or a 4 where the other has none
+                assert len(differ) in (0, 2) and all(sorted((expected[i], got[i]))[0] == 0 and
+                                                     sorted((expected[i], got[i]))[1] in (1, 2) for i in differ)
+                checked.add((g, int(action)))
+    assert len(checked) == 32  # every symmetry with every slide
+
+
+@pytest.mark.parametrize("game,kind,count", [*GAMES, ("pgx:2048", "slides", 8)])
 def test_symmetries_are_permutations_that_form_a_group(game, kind, count):
     spec = make_env(game).spec
     symmetry = board_symmetry(resolve_game_name(game), spec.obs_shape)
@@ -161,6 +197,26 @@ def test_transform_moves_history_actions_and_policy_consistently(with_bootstrap)
     same = transform(targets, jnp.zeros(B, jnp.int32))
     for a, b in zip(jax.tree_util.tree_leaves(same), jax.tree_util.tree_leaves(targets)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_stochastic_batch_moves_its_future_observations_with_its_element():
+    from moozi.core.stochastic_loss import StochasticTrainingTarget
+
+    rng = np.random.default_rng(2)
+    B, K, L, H, W, C, A = 8, 2, 1, 4, 4, 3, 5
+    symmetry = board_symmetry("pgx:2048", (H, W, C))
+    targets, _, _ = _targets(rng, B, K, L, H, W, C, A, False)
+    future = jnp.stack([targets.next_stacked_obs, targets.stacked_obs[:, ::-1]], axis=1)  # [B, K, H, W, C_h]
+    batch = StochasticTrainingTarget(targets, future, jnp.ones((B, K)))
+    transform, g = make_symmetry_transform(symmetry, A, C, L), jnp.arange(B) % 8
+    out = transform(batch, g)
+    np.testing.assert_array_equal(out.target.stacked_obs, transform(targets, g).stacked_obs)
+    for k in range(K):  # each future input moved by its element's own symmetry, as a stacked_obs would be
+        np.testing.assert_array_equal(out.future_stacked_obs[:, k],
+                                      transform(targets._replace(stacked_obs=future[:, k]), g).stacked_obs)
+    np.testing.assert_array_equal(out.next_value_discount, batch.next_value_discount)
+    augmented = make_symmetry_augment(symmetry, A, C, L)(batch, jax.random.PRNGKey(0))
+    assert isinstance(augmented, StochasticTrainingTarget) and augmented.future_stacked_obs.shape == future.shape
 
 
 def test_augment_draws_every_symmetry():

@@ -120,13 +120,16 @@ def test_the_stochastic_section_round_trips_and_reaches_the_loss():
     assert make_loss(muzero) == (loss_fn, muzero.loss)
 
 
-def test_no_symmetry_augment_for_the_agent():
-    """Its batches carry future observations that the augment does not transform (yet)."""
-    muzero = build_config("tic_tac_toe")
-    stochastic = build_config("tic_tac_toe", overrides={"agent": "stochastic_muzero", "planner.search_policy": "muzero"})
-    assert stochastic.replay.symmetry_augmentation
-    assert symmetry_augment(muzero, env_spec(muzero)) is not None
-    assert symmetry_augment(stochastic, env_spec(stochastic)) is None
+def test_the_agent_is_augmented_where_the_game_has_symmetries():
+    """Its batches carry future observations; the augment moves them with their element
+    (tests/core/test_symmetry.py, tests/core/test_replay.py)."""
+    stochastic = build_config("2048")
+    assert stochastic.agent == "stochastic_muzero" and stochastic.replay.symmetry_augmentation
+    assert symmetry_augment(stochastic, env_spec(stochastic)) is not None
+    off = build_config("2048", overrides={"replay.symmetry_augmentation": False})
+    assert symmetry_augment(off, env_spec(off)) is None
+    backgammon = build_config("backgammon")  # no board symmetry: a race in one direction
+    assert symmetry_augment(backgammon, env_spec(backgammon)) is None
 
 
 # ------------------------------------------------------------------------------------------- pieces
