@@ -50,6 +50,13 @@ class OptimizerConfig:
     adam_b1: float = 0.9  # Adam's first-moment decay
     adam_b2: float = 0.999  # Adam's second-moment decay
     adam_eps: float = 1e-8  # Adam's denominator epsilon
+    # Decoupled weight decay (AdamW, Loshchilov & Hutter 2019): every update also takes rate x
+    # weight_decay x w off each kernel, outside Adam's normalisation, so the shrinking follows the
+    # schedule and the weight's size. The loss's L2 term (loss.l2_coef) instead passes through Adam,
+    # which rescales it per parameter: behind batch norm, where a kernel's scale does not change the
+    # output, that shrinks the kernels at a near-constant pace and so enlarges each later step
+    # relative to them. Biases and normalisation parameters are not decayed. 0: plain Adam.
+    weight_decay: float = 0.0
     target_update_period: int = 100  # T: the target network copies the online network every T updates
     # d: 0 keeps the periodic copy; in (0, 1) the target moves to d·target + (1 - d)·online after every
     # update instead (Polyak averaging over ~1/(1 - d) updates; target_update_period is then unused).
@@ -73,6 +80,8 @@ class OptimizerConfig:
                              f"got schedule={self.schedule!r}, decay_over={self.decay_over!r}")
         if self.warmup_steps < 0:
             raise MooziError(f"optimizer.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not self.weight_decay >= 0.0:
+            raise MooziError(f"optimizer.weight_decay must be >= 0, got {self.weight_decay!r}")
 
 
 @flax.struct.dataclass
@@ -118,11 +127,18 @@ def make_schedule(config: OptimizerConfig) -> optax.Schedule:
 
 
 def make_optimizer(config: OptimizerConfig) -> optax.GradientTransformation:
-    """Global-norm clipping, then Adam on the scheduled learning rate."""
-    return optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm),
-        optax.adam(make_schedule(config), b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps),
-    )
+    """Global-norm clipping, then Adam on the scheduled learning rate (AdamW with optimizer.weight_decay)."""
+    if config.weight_decay > 0.0:
+        adam = optax.adamw(make_schedule(config), b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
+                           weight_decay=config.weight_decay, mask=_kernels)
+    else:  # plain Adam keeps the optimizer state's structure, so older checkpoints load
+        adam = optax.adam(make_schedule(config), b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps)
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
+
+
+def _kernels(params):
+    """True for the weight matrices and convolution kernels (2 or more axes), False for biases and scales."""
+    return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
 def init_train_state(network: Network, optimizer_config: OptimizerConfig, rng, example_stacked_obs) -> TrainState:

@@ -145,6 +145,22 @@ def test_optimizer_clips_the_global_norm_before_adam():
     np.testing.assert_allclose(adam_state.mu["b"], [0.1 * 0.8], rtol=1e-6)
 
 
+def test_decoupled_weight_decay_shrinks_kernels_by_rate_times_decay_and_leaves_biases():
+    config = OptimizerConfig(learning_rate=1e-2, warmup_steps=0, weight_decay=0.5)
+    optimizer = make_optimizer(config)
+    params = {"kernel": jnp.full((2, 3), 2.0), "bias": jnp.full((3,), 2.0)}
+    zero = jax.tree.map(jnp.zeros_like, params)  # Adam's own step is then 0: only the decay moves them
+    updates, _ = optimizer.update(zero, optimizer.init(params), params)
+    np.testing.assert_allclose(updates["kernel"], -1e-2 * 0.5 * 2.0, rtol=1e-6)
+    np.testing.assert_array_equal(updates["bias"], 0.0)
+    # Without it the optimizer is plain Adam, with the state older checkpoints hold.
+    plain = make_optimizer(OptimizerConfig(learning_rate=1e-2, warmup_steps=0))
+    assert jax.tree.structure(plain.init(params)) != jax.tree.structure(optimizer.init(params))
+    assert isinstance(plain.init(params)[1][0], optax.ScaleByAdamState)
+    with pytest.raises(MooziError, match="optimizer.weight_decay must be >= 0"):
+        OptimizerConfig(weight_decay=-1e-4)
+
+
 def test_init_train_state(run):
     states, _, _ = run
     state = states[0]
