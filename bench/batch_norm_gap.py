@@ -5,8 +5,9 @@
 With batch norm (`network.normalization=batch`) the learner normalises each call with the moments of
 its batch, while acting (the search, the in-training tests, `load_agent`) normalises with the running
 moments. This reads training batches from each checkpoint's replay snapshot (so only `ckpt-*`
-directories, which hold one) and unrolls each batch twice: as the loss does (training mode, the
-batch's moments at every depth) and as the search would (acting mode, the running moments). One JSON
+directories, which hold one) and unrolls each batch twice with the parameters the agent plays
+(`train.agent_network`): as the loss does (training mode, the batch's moments at every depth) and as
+the search would (acting mode, the running moments). One JSON
 line per checkpoint gives, at each unroll depth k (0 is the root): the share of states whose most
 likely move is the same in both modes, the mean KL divergence of the acting-mode policy from the
 training-mode one, the mean absolute difference of the two values, and how often each mode's most
