@@ -30,7 +30,6 @@ import numpy as np
 
 import moozi
 from moozi.builders import build_network, env_spec
-from moozi.core.types import sub_state
 from moozi.errors import MooziError
 from moozi.training.roles.replay_buffer import ReplayRole
 
@@ -103,12 +102,7 @@ def main(argv=None) -> None:
             raise MooziError(f"{args.run_dir} trains with network.normalization={config.network.normalization}: "
                              "acting and training normalise alike, there is no gap to read")
         network = build_network(config, env_spec(config))
-        with np.load(folder / name / "arrays.npz", allow_pickle=False) as npz:
-            replay = sub_state(dict(npz), "replay/")
-        if not replay:
-            raise MooziError(f"{folder / name} holds no replay snapshot")
-        role = ReplayRole(config)
-        role.load_state_dict(replay)
+        role = ReplayRole.from_checkpoint(config, folder / name)
         per_batch = [measure(network, agent.variables, batch)
                      for batch, _ in role.sample_batches(args.batches, config.train.batch_size)]
         counters = json.loads((folder / name / "meta.json").read_text()).get("counters", {})

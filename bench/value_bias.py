@@ -25,7 +25,6 @@ import numpy as np
 
 from moozi.builders import env_spec
 from moozi.config.loading import load_saved_config
-from moozi.core.types import sub_state
 from moozi.errors import MooziError
 from moozi.training.roles.replay_buffer import ReplayRole
 
@@ -70,12 +69,7 @@ def main(argv=None) -> None:
     if not names:
         raise MooziError(f"{folder} holds no ckpt-* checkpoints (best-* ones keep no replay)")
     for name in names:
-        with np.load(folder / name / "arrays.npz", allow_pickle=False) as npz:
-            replay = sub_state(dict(npz), "replay/")
-        if not replay:
-            raise MooziError(f"{folder / name} holds no replay snapshot")
-        role = ReplayRole(config)
-        role.load_state_dict(replay)
+        role = ReplayRole.from_checkpoint(config, folder / name)
         counters = json.loads((folder / name / "meta.json").read_text()).get("counters", {})
         print(json.dumps({"checkpoint": name, "updates": counters.get("updates"),
                           **measure(role, config.targets.discount)}), flush=True)

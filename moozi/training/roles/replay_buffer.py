@@ -6,12 +6,16 @@ batches), so the Ray backend pays one call per iteration, not per step.
 
 from __future__ import annotations
 
+import pathlib
+
 import jax
 import numpy as np
 
 from moozi.config import Config
 from moozi.core.replay import ReplayBuffer
+from moozi.core.types import sub_state
 from moozi.builders import env_spec, learns_chance_outcomes, symmetry_augment
+from moozi.errors import MooziError
 
 
 class ReplayRole:
@@ -24,6 +28,18 @@ class ReplayRole:
                                    future_observations=learns_chance_outcomes(config))
         self.added_steps = 0
         self.added_trajectories = 0
+
+    @classmethod
+    def from_checkpoint(cls, config: Config, checkpoint_dir: str | pathlib.Path) -> "ReplayRole":
+        """The replay a `ckpt-*` checkpoint saved (`best-*` ones keep none), for the benches that read it."""
+        checkpoint_dir = pathlib.Path(checkpoint_dir)
+        with np.load(checkpoint_dir / "arrays.npz", allow_pickle=False) as npz:
+            replay = sub_state(dict(npz), "replay/")
+        if not replay:
+            raise MooziError(f"{checkpoint_dir} holds no replay snapshot")
+        role = cls(config)
+        role.load_state_dict(replay)
+        return role
 
     def add_rollouts(self, results) -> int:
         """Adds the trajectories of rollout results, in order; returns the steps added."""
