@@ -26,6 +26,7 @@ def _scaled(scale: _Scale, x):
 _scaled_jit = jax.jit(_scaled, static_argnums=0)
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_cached_programs_hold_memory_maps_until_the_caches_are_emptied():
     release_compiled_programs()
     before = memory_maps()

@@ -155,6 +155,7 @@ class LossTest(parameterized.TestCase):
         assert float(aux.terms["consistency_loss"][0]) > 0
         np.testing.assert_array_equal(aux.terms["consistency_loss"][jnp.array([1, 3])], [0.0, 0.0])
 
+    @pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
     def test_consistency_gradient_stops_at_next_hidden_state(self):
         network, variables, batch = _setup()
         config = LossConfig()

@@ -249,6 +249,7 @@ def test_negative_mlp_convolution_channels_are_refused():
 
 
 @pytest.mark.parametrize("stochastic", [False, True])
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_mlp_dynamics_sees_the_action_features_only_when_asked(stochastic):
     # Backgammon's checker moves described by their parts (moozi/envs/action_planes.py): the first
     # dense layer of the dynamics (MuZero's g, Stochastic MuZero's φ) reads them beside the one-hot
@@ -276,6 +277,7 @@ def test_mlp_dynamics_sees_the_action_features_only_when_asked(stochastic):
 
 
 @pytest.mark.parametrize("stochastic", [False, True])
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_mlp_residual_dynamics_adds_a_change_to_the_last_state(stochastic):
     # network.mlp_residual_dynamics: the dynamics (MuZero's g, Stochastic MuZero's φ and g) give the last
     # state plus W·x + b. With W = 0 the next state is the last one plus b, exactly, for every action;

@@ -157,6 +157,7 @@ def test_puct_completed_q_target_is_the_improved_policy_of_the_prior_before_its_
     np.testing.assert_allclose(by_visits.action_probs, visits_out.search_tree.summary().visit_probs, rtol=1e-6)
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_greedy_agent_with_the_completed_q_target_plays_its_best_move_not_the_most_visited():
     # The prior favours arm 1 (reward 0.1; logit 1 against 0 for the others) over arm 3 (reward 1).
     # With 32 simulations PUCT spends most visits on arm 1 and tries arm 3 only a few times, so the

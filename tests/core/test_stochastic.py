@@ -158,6 +158,7 @@ def chance_visit_split(visits: int, probs) -> np.ndarray:
 
 
 class TestStochasticSearch:
+    @pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
     def test_chance_nodes_pick_the_best_mean_where_the_likeliest_outcome_misleads(self):
         out = stochastic_planner(0.997)(gamble_variables(), jax.random.PRNGKey(0), OBS, legal())
         np.testing.assert_array_equal(out.action, [2] * BATCH)
@@ -430,6 +431,7 @@ def test_next_value_discounts_by_hand(xp):
                                [[0.9, -0.9, 0.9], [-0.9, 0.0, 0.0]], rtol=1e-6)
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_next_value_target_is_one_step_through_the_real_next_position():
     network, batch = _network(TINY_MLP), _batch()
     variables = _variables(network, batch)

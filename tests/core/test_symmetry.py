@@ -82,6 +82,7 @@ def test_symmetric_play_gives_symmetric_boards_and_legal_moves(game, kind, count
                 mirrored = player.step(maps[g][actions[t]])
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_2048_slides_turn_and_mirror_with_the_board():
     """Against pgx's own 2048: a position under symmetry g, slid the way g maps the slide, pays the same
     reward and leaves the mapped board, apart from the new random tile on each side."""

@@ -199,6 +199,7 @@ def test_target_network_refreshes_every_t_updates(run):
     assert not _equal(states[5].target_params, states[5].params)
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_target_network_as_a_moving_average():
     decay = 0.75
     config = OptimizerConfig(learning_rate=1e-2, warmup_steps=0, target_ema_decay=decay)
@@ -224,6 +225,7 @@ def test_train_state_roundtrips_through_msgpack(run):
     assert all(isinstance(leaf, (np.ndarray, jax.Array)) for leaf in jax.tree.leaves(state))
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_target_network_bootstrap_trains():
     config = OptimizerConfig(learning_rate=1e-3, warmup_steps=0)
     loss_config = LossConfig(bootstrap_from="target_network")

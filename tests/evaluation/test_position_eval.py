@@ -98,6 +98,7 @@ def test_other_games_are_refused():
         PositionsEvaluator(config, env_spec(config), None, load_positions().positions)
 
 
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_testing_worker_adds_the_solver_metrics_for_connect_four_only():
     for game, expected in (("connect_four", TEST_METRICS), ("tic_tac_toe", set())):
         config = tiny_config(game)

@@ -352,6 +352,7 @@ def test_the_in_training_test_plays_beside_the_next_iteration_and_keeps_the_stat
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "max_minutes"])
+@pytest.mark.slow  # 10-18 s on 2 vCPUs (compilation): kept out of the quick subset
 def test_a_stop_while_a_test_plays_drops_the_test_and_checkpoints_the_last_iteration(tmp_path, monkeypatch, stop):
     # A backgammon test can play for minutes. A stop that comes meanwhile must not cost the run the
     # iterations since its last checkpoint (it did: the wait on the test was given up and the whole
