@@ -19,24 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import sys
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from moozi.builders import env_spec
-from moozi.config.loading import load_saved_config
-from moozi.errors import MooziError
-from moozi.training.roles.replay_buffer import ReplayRole
+import numpy as np  # noqa: E402
 
-
-def discounted_returns(rewards: np.ndarray, discount: float) -> np.ndarray:
-    """[T] G_t = sum_k discount^k rewards[t + k], to the episode's end (rewards[t] is r_{t+1})."""
-    out = np.zeros(len(rewards), np.float64)
-    following = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        following = float(rewards[t]) + discount * following
-        out[t] = following
-    return out
+from bench.episode_end import discounted_returns  # noqa: E402
+from moozi.builders import env_spec  # noqa: E402
+from moozi.config.loading import load_saved_config  # noqa: E402
+from moozi.errors import MooziError  # noqa: E402
+from moozi.runs.checkpoint import complete_checkpoints  # noqa: E402
+from moozi.training.roles.replay_buffer import ReplayRole  # noqa: E402
 
 
 def measure(role: ReplayRole, discount: float) -> dict:
@@ -46,7 +42,10 @@ def measure(role: ReplayRole, discount: float) -> dict:
         if not (episode.is_first[0] and episode.is_last[-1]):
             continue  # an episode cut by the replay's eviction has no return to its end
         values.append(np.asarray(episode.root_value, np.float64))
-        returns.append(discounted_returns(episode.reward, discount))
+        # Step t stores r_t, the reward for arriving at o_t: G_t starts at r_{t+1}.
+        length = len(episode.reward)
+        returns.append(discounted_returns(episode.reward, np.arange(length), np.full(length, length), discount)
+                       .astype(np.float64))
     if not values:
         raise MooziError("the replay holds no whole episode")
     v, g = np.concatenate(values), np.concatenate(returns)
@@ -64,14 +63,13 @@ def main(argv=None) -> None:
     config = load_saved_config(args.run_dir / "config.json")
     if env_spec(config).num_players != 1:
         raise MooziError(f"{config.game} has two players: value_bias reads one-player games only")
-    folder = args.run_dir / "checkpoints"
-    names = args.checkpoints or sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name.startswith("ckpt-"))
-    if not names:
-        raise MooziError(f"{folder} holds no ckpt-* checkpoints (best-* ones keep no replay)")
-    for name in names:
-        role = ReplayRole.from_checkpoint(config, folder / name)
-        counters = json.loads((folder / name / "meta.json").read_text()).get("counters", {})
-        print(json.dumps({"checkpoint": name, "updates": counters.get("updates"),
+    paths = [p for p in complete_checkpoints(args.run_dir) if not args.checkpoints or p.name in args.checkpoints]
+    if not paths:
+        raise MooziError(f"{args.run_dir} holds no such ckpt-* checkpoint (best-* ones keep no replay)")
+    for path in paths:
+        role = ReplayRole.from_checkpoint(config, path)
+        counters = json.loads((path / "meta.json").read_text()).get("counters", {})
+        print(json.dumps({"checkpoint": path.name, "updates": counters.get("updates"),
                           **measure(role, config.targets.discount)}), flush=True)
 
 

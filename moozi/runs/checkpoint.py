@@ -486,6 +486,12 @@ def _first_difference(expected: Any, got: Any, where: str) -> str | None:
     return None
 
 
+def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of a checkpoint directory alone (its replay, RNG keys, ...), checked as
+    `load_checkpoint` checks them; for readers that need no train state."""
+    return _load_arrays(pathlib.Path(path) / ARRAYS_FILE)
+
+
 def _load_arrays(file: pathlib.Path) -> dict[str, np.ndarray]:
     try:
         data = file.read_bytes()

@@ -45,20 +45,17 @@ def _run(tmp_path, game: str, episodes):
     return run
 
 
-def test_returns_are_discounted_to_the_episode_end():
-    np.testing.assert_allclose(value_bias.discounted_returns(np.array([1.0, 0.0, 2.0]), 0.5), [1.5, 1.0, 2.0])
-
-
 def test_the_bias_of_two_hand_made_episodes(tmp_path, capsys):
-    # Returns at discount 0.5: [1 + 0.25 * 2, 0.5 * 2, 2] = [1.5, 1, 2] and [0 + 0.5 * 4, 4] = [2, 4].
-    run = _run(tmp_path, "freeway", [([1.0, 0.0, 2.0], [2.0, 1.0, 1.0]), ([0.0, 4.0], [3.0, 4.0])])
+    # Step t stores r_t, the reward for arriving at o_t. Returns at discount 0.5: [1 + 0.5 * 2, 2, 0] = [2, 2, 0]
+    # and [4, 0].
+    run = _run(tmp_path, "freeway", [([0.0, 1.0, 2.0], [2.0, 1.0, 1.0]), ([0.0, 4.0], [3.0, 4.0])])
     value_bias.main([str(run)])
     (line,) = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
-    gaps = np.array([2 - 1.5, 1 - 1, 1 - 2, 3 - 2, 4 - 4])
+    gaps = np.array([2 - 2, 1 - 2, 1 - 0, 3 - 4, 4 - 0])
     assert line["checkpoint"] == "ckpt-0000000007"
     assert (line["episodes"], line["steps"]) == (2, 5)
     assert line["root_value_mean"] == pytest.approx(11 / 5, abs=1e-4)
-    assert line["return_mean"] == pytest.approx(10.5 / 5, abs=1e-4)
+    assert line["return_mean"] == pytest.approx(8 / 5, abs=1e-4)
     assert line["bias"] == pytest.approx(gaps.mean(), abs=1e-4)
     assert line["abs_gap"] == pytest.approx(np.abs(gaps).mean(), abs=1e-4)
 

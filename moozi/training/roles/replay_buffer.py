@@ -16,6 +16,7 @@ from moozi.core.replay import ReplayBuffer
 from moozi.core.types import sub_state
 from moozi.builders import env_spec, learns_chance_outcomes, symmetry_augment
 from moozi.errors import MooziError
+from moozi.runs.checkpoint import load_arrays
 
 
 class ReplayRole:
@@ -32,9 +33,7 @@ class ReplayRole:
     @classmethod
     def from_checkpoint(cls, config: Config, checkpoint_dir: str | pathlib.Path) -> "ReplayRole":
         """The replay a `ckpt-*` checkpoint saved (`best-*` ones keep none), for the benches that read it."""
-        checkpoint_dir = pathlib.Path(checkpoint_dir)
-        with np.load(checkpoint_dir / "arrays.npz", allow_pickle=False) as npz:
-            replay = sub_state(dict(npz), "replay/")
+        replay = sub_state(load_arrays(checkpoint_dir), "replay/")
         if not replay:
             raise MooziError(f"{checkpoint_dir} holds no replay snapshot")
         role = cls(config)
