@@ -144,7 +144,7 @@ def collect(files: list[tuple[str, dict]]) -> Results:
 def _collect_learning(name: str, report: dict, results: Results) -> None:
     games = 0
     for key, runs in report.items():
-        if not isinstance(runs, list) or key == "matmul_gflops_training":
+        if not isinstance(runs, list) or key in ("matmul_gflops_training", "in_training_tests"):
             continue
         game, _, agent = key.partition(":")
         games += 1
@@ -458,7 +458,7 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
              "given): the mean return with its 95% percentile-bootstrap interval over the episodes. MuZero plays",
              "greedily (\"sampled\": as in training, root noise kept), PPO and IMPALA sample their policy. Every",
              "game trains MuZero with the one MinAtar preset (moozi/config/presets.py; its runs passed the same",
-             "keys by `--set` before it became the preset, candidate v8 in",
+             "keys by `--set` before it became the preset, candidate v24 in",
              "[One MinAtar preset](experiments/2026-11-27-one-minatar-preset.md)). Freeway's episodes last",
              "2,500 steps, so a cap of 2,000 cuts every one.", "",
              f"Published: {paper['source']}", ""]

@@ -169,10 +169,15 @@ _GAME_INDEPENDENT_LEARNING = {
     "optimizer.decay_over": "run",
     "optimizer.decay_start": 0.5,
     "optimizer.final_learning_rate_fraction": 0.25,
+    # AdamW's decoupled decay of the kernels in place of the loss's L2 term: behind batch norm L2 only
+    # shrinks the kernels and, through Adam, grows every later step; the decay slows with the schedule
+    # (candidate v24: it held the MinAtar seeds that fell with L2; docs/training.md).
+    "loss.l2_coef": 0.0,
+    "optimizer.weight_decay": 0.01,
 }
 # MinAtar: one preset for every game, the game's name its only difference (a game nobody tuned for gets
-# what the five measured games got). Candidate v8 of docs/experiments/2026-11-27-one-minatar-preset.md,
-# which replaced the per-game overrides of docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
+# what the five measured games got). Candidate v24 of docs/experiments/2026-11-27-one-minatar-preset.md
+# (v8 with the decoupled decay), which replaced the per-game overrides of docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
 _MINATAR_PRESET = {
     # An MLP over the flattened planes: XLA's small convolutions are slow on a CPU, and the MLP
     # buys ~25x the experience and updates in an hour.
@@ -221,7 +226,7 @@ ATARI_PRESET = {
     # What the one MinAtar preset found and does not depend on the game (reasoned, not measured here: an
     # hour of Atari on this machine makes ~1,000 updates; docs/experiments/2026-11-27-one-minatar-preset.md,
     # "What carries over to the Atari preset"): the Q range's floor, the prior's guards, the schedule over
-    # the run. The replay ratio (updates per iteration) is left at the base's until measured on Atari.
+    # the run, the decoupled decay in place of L2 (its blocks are batch-normalised too). The replay ratio (updates per iteration) is left at the base's until measured on Atari.
     **_GAME_INDEPENDENT_LEARNING,
     "env.num_envs": 16,
     "train.batch_size": 64,

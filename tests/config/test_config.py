@@ -149,7 +149,8 @@ def test_every_minatar_game_gets_one_preset_whatever_its_name():
     # The settings the candidates' runs measured, spot-checked: a change here is a new candidate.
     assert expected.network.kind == "mlp" and expected.network.mlp_conv_channels == 16
     assert expected.planner.search_policy.value == "gumbel_muzero" and expected.planner.min_value_range == 0.1
-    assert (expected.loss.entropy_floor, expected.loss.l2_coef, expected.train.updates_per_iteration) == (0.1, 1e-4, 2)
+    assert (expected.loss.entropy_floor, expected.loss.l2_coef, expected.train.updates_per_iteration) == (0.1, 0.0, 2)
+    assert expected.optimizer.weight_decay == 0.01  # v24: AdamW's decay in place of the L2 term
     assert (expected.optimizer.decay_over, expected.optimizer.decay_start) == ("run", 0.5)
     overridden = build_config("minatar:breakout", overrides={"planner.num_simulations": "8"})
     assert overridden.planner.num_simulations == 8  # --set still wins over the preset
