@@ -177,7 +177,8 @@ _GAME_INDEPENDENT_LEARNING = {
 }
 # MinAtar: one preset for every game, the game's name its only difference (a game nobody tuned for gets
 # what the five measured games got). Candidate v24 of docs/experiments/2026-11-27-one-minatar-preset.md
-# (v8 with the decoupled decay), which replaced the per-game overrides of docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
+# (v8 with the decoupled decay), which replaced the per-game overrides of
+# docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
 _MINATAR_PRESET = {
     # An MLP over the flattened planes: XLA's small convolutions are slow on a CPU, and the MLP
     # buys ~25x the experience and updates in an hour.
@@ -226,7 +227,8 @@ ATARI_PRESET = {
     # What the one MinAtar preset found and does not depend on the game (reasoned, not measured here: an
     # hour of Atari on this machine makes ~1,000 updates; docs/experiments/2026-11-27-one-minatar-preset.md,
     # "What carries over to the Atari preset"): the Q range's floor, the prior's guards, the schedule over
-    # the run, the decoupled decay in place of L2 (its blocks are batch-normalised too). The replay ratio (updates per iteration) is left at the base's until measured on Atari.
+    # the run, the decoupled decay in place of L2 (its blocks are batch-normalised too). The replay ratio
+    # (updates per iteration) is left at the base's until measured on Atari.
     **_GAME_INDEPENDENT_LEARNING,
     "env.num_envs": 16,
     "train.batch_size": 64,
