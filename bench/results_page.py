@@ -384,6 +384,9 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
 
             games = runs[0]["random"]["games"]
             result = f"{mean_rate('random'):.0%} of {games} games vs random, {mean_rate('pipcount'):.0%} vs `pipcount`"
+            others = [g[3] for g in matches if g[3]["agent"] != PRESET_AGENT["backgammon"]]
+            if others:
+                result += f" (MuZero: {sum(run['random']['win_rate'] for run in others) / len(others):.0%} vs random)"
             low = min(run["random"]["win_rate_ci"][0] for run in runs)
             high = max(run["random"]["win_rate_ci"][1] for run in runs)
             spread = "(Wilson)" if len(runs) == 1 else "(Wilson, lowest and highest seed)"

@@ -179,7 +179,8 @@ def _chance_report() -> dict:
                       "tile_shares": {"256": 0.99, "512": 0.8, "1024": 0.31}},
                      {**run, "agent": "muzero", "mean_return": 4_000.0, "bootstrap_ci": [3_600.0, 4_400.0],
                       "tile_shares": {"256": 0.9, "512": 0.45, "1024": 0.04}}],
-            "backgammon": [{**run, "agent": "stochastic_muzero", "random": match(93, 7), "pipcount": match(41, 59)}]}
+            "backgammon": [{**run, "agent": "stochastic_muzero", "random": match(93, 7), "pipcount": match(41, 59)},
+                           {**run, "agent": "muzero", "random": match(61, 39), "pipcount": match(9, 91)}]}
 
 
 def test_chance_games_add_their_sections_and_rows():
@@ -189,9 +190,10 @@ def test_chance_games_add_their_sections_and_rows():
     assert "## 2048" in page and "## Backgammon" in page
     readme = "\n".join(table)
     assert "| 2048 | Stochastic MuZero | mean score 6,123 over 100 games, 1024 tile in 31% (MuZero: 4,000) |" in readme
-    assert "| Backgammon | Stochastic MuZero | 93% of 100 games vs random, 41% vs `pipcount` |" in readme
+    assert "| Backgammon | Stochastic MuZero | 93% of 100 games vs random, 41% vs `pipcount` (MuZero: 61% vs random) |" \
+        in readme
     assert "| 6,123 [5500, 6700] | 99% | 80% | 31% | 0% |" in page
-    assert "93-0-7 of 100" in page and "41-0-59 of 100" in page
+    assert "93-0-7 of 100" in page and "41-0-59 of 100" in page and "61-0-39 of 100" in page
 
 
 def test_a_minatar_best_mark_shows_as_best_with_its_own_seed_mean_and_stays_out_of_the_row():
