@@ -379,14 +379,14 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
         if preset:
             runs = [g[3] for g in preset]
 
-            def mean_rate(opponent):
-                return sum(run[opponent]["win_rate"] for run in runs) / len(runs)
+            def mean_rate(opponent, of=runs):
+                return sum(run[opponent]["win_rate"] for run in of) / len(of)
 
             games = runs[0]["random"]["games"]
             result = f"{mean_rate('random'):.0%} of {games} games vs random, {mean_rate('pipcount'):.0%} vs `pipcount`"
             others = [g[3] for g in matches if g[3]["agent"] != PRESET_AGENT["backgammon"]]
             if others:
-                result += f" (MuZero: {sum(run['random']['win_rate'] for run in others) / len(others):.0%} vs random)"
+                result += f" (MuZero: {mean_rate('random', others):.0%} vs random)"
             low = min(run["random"]["win_rate_ci"][0] for run in runs)
             high = max(run["random"]["win_rate_ci"][1] for run in runs)
             spread = "(Wilson)" if len(runs) == 1 else "(Wilson, lowest and highest seed)"
