@@ -39,7 +39,7 @@ class SearchPolicy(enum.Enum):
     GUMBEL_MUZERO = "gumbel_muzero"  # Gumbel top-k + sequential halving at the root
 
 
-PASS_RULES = ("search", "after_opponent_if_ahead")  # planner.play_pass_rule (moozi/play/pass_rule.py)
+PASS_RULES = ("search", "after_opponent_if_ahead", "no_eye_fill")  # planner.play_pass_rule (moozi/play/pass_rule.py)
 POLICY_TARGETS = ("visits", "completed_q")  # planner.policy_target
 
 
@@ -59,10 +59,11 @@ class PlannerConfig:
     positions with 100 rollouts and 0.868 with 1,000), and it costs nothing during training. The
     training workers and the in-training test search with `num_simulations`: the test only
     compares checkpoints of one run, and it shares the cores with training while it plays."""
-    play_pass_rule: Literal["search", "after_opponent_if_ahead"] = "search"
+    play_pass_rule: Literal["search", "after_opponent_if_ahead", "no_eye_fill"] = "search"
     """Go only, at play time (`load_agent` and everything built on it, as `play_simulations`):
     "search" lets the search pass whenever it likes; "after_opponent_if_ahead" never passes first
-    and, once the opponent has passed, passes exactly when the area count wins
+    and, once the opponent has passed, passes exactly when the area count wins; "no_eye_fill" does the
+    same, never fills its own single-point eyes and passes when no other stone is left
     (moozi/play/pass_rule.py). Training and the in-training test are unchanged."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""

@@ -12,6 +12,9 @@ Shared by the GTP engine (`moozi/play/gtp.py`) and the match referee
   Tromp–Taylor rules do, so a position never ends that way by accident.
 - `area_score` is Tromp–Taylor: stones plus empty regions that reach only one
   colour, black minus white minus komi; OpenSpiel's own returns are its sign.
+  `area` is one colour's share of it.
+- `own_eyes`: single-point eyes, the points a player never needs to fill
+  (`planner.play_pass_rule = "no_eye_fill"`, moozi/play/pass_rule.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ __all__ = [
     "go_parameters",
     "board_array",
     "area_score",
+    "area",
+    "own_eyes",
+    "parse_score",
     "format_score",
     "play_move",
     "repeats_position",
@@ -116,10 +122,9 @@ def board_array(state: pyspiel.State, board_size: int) -> np.ndarray:
     return planes[0].astype(np.int8) - planes[1].astype(np.int8)  # planes: black, white, empty, to-play
 
 
-def area_score(board: np.ndarray, komi: float) -> float:
-    """Tromp–Taylor area score, black minus white minus komi."""
+def _regions(board: np.ndarray):
+    """Each empty region of the board: (its size, the set of stone colours, +1/-1, it reaches)."""
     n_rows, n_cols = board.shape
-    total = int(board.sum())
     seen = board != 0
     for start in zip(*np.nonzero(~seen)):
         if seen[start]:
@@ -136,9 +141,28 @@ def area_score(board: np.ndarray, komi: float) -> float:
                     elif not seen[r, c]:
                         seen[r, c] = True
                         stack.append((r, c))
-        if len(reached) == 1:
-            total += size * reached.pop()
-    return total - komi
+        yield size, reached
+
+
+def area_score(board: np.ndarray, komi: float) -> float:
+    """Tromp–Taylor area score, black minus white minus komi."""
+    return area(board, 1) - area(board, -1) - komi
+
+
+def area(board: np.ndarray, sign: int) -> int:
+    """Tromp–Taylor area of one colour (+1 black, -1 white): its stones plus the empty regions that
+    reach only its stones."""
+    regions = sum(size for size, reached in _regions(board) if reached == {sign})
+    return int(np.sum(board == sign)) + regions
+
+
+def own_eyes(board: np.ndarray, sign: int) -> np.ndarray:
+    """[row, column] bool: the empty points whose every on-board orthogonal neighbour is a stone of
+    `sign` (+1 black, -1 white). Filling one only takes a liberty from that player's own group, and
+    a group that fills its last two such eyes dies."""
+    own = np.pad(board == sign, 1, constant_values=True)  # off the board counts as surrounded
+    surrounded = own[:-2, 1:-1] & own[2:, 1:-1] & own[1:-1, :-2] & own[1:-1, 2:]
+    return (board == 0) & surrounded
 
 
 def format_score(score: float) -> str:
@@ -148,6 +172,17 @@ def format_score(score: float) -> str:
     margin = abs(score)
     text = str(int(margin)) if margin == math.floor(margin) else format(margin, ".10g")
     return f"{'B' if score > 0 else 'W'}+{text}"
+
+
+def parse_score(text: str) -> float:
+    """GTP's final_score text (`B+3.5`, `W+0.5`, `0`) as black minus white; ValueError for anything else."""
+    text = text.strip().upper()
+    if text == "0":
+        return 0.0
+    colour, plus, margin = text.partition("+")
+    if colour not in ("B", "W") or not plus:
+        raise ValueError(f"not a GTP score: {text!r}")
+    return float(margin) if colour == "B" else -float(margin)
 
 
 def repeats_position(state: pyspiel.State, action: int) -> bool:
