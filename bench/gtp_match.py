@@ -13,12 +13,17 @@ that knows the command, so a match can be repeated); A takes black in games 1,
 checks the move on its own OpenSpiel go state and relays it with `play` to the
 other engine. A game ends after two consecutive passes, a resignation, or
 --max-moves moves; the referee then scores its own board (Tromp–Taylor area
-score with the match komi, `moozi.play.go_rules.area_score`) and never asks the
-engines for `final_score`. An engine loses the game when it resigns, answers
+score with the match komi, `moozi.play.go_rules.area_score`), which decides the
+winner. It also records the engines' own view, from those that know the
+commands: at each engine's first pass, the referee's score and every engine's
+`final_score` (`at_first_pass`); at the end, every engine's `final_score`
+(`final_scores`) and `final_status_list dead` (`dead_stones`): GNU Go's
+dead-stone analysis. An engine loses the game when it resigns, answers
 `genmove` with an illegal move, a failure or nothing (timeout, exit), or
 refuses a legal move relayed to it; a crashed engine is restarted for the next
 game. A move that repeats an earlier position ends the game as a draw, as in
-OpenSpiel's go.
+OpenSpiel's go. The referee is `moozi.play.gtp_referee`, shared with `moozi eval
+--opponent gnugo`.
 
 Prints one line per game, then ONE JSON object on its last line:
 {"games": N, "wins": {"A": .., "B": ..}, "draws": .., "engines": {...}, ...}.
@@ -30,224 +35,14 @@ import argparse
 import dataclasses
 import json
 import os
-import queue
-import shlex
-import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from moozi.play.go_rules import (  # noqa: E402
-    REPEATS_POSITION,
-    VertexSyntaxError,
-    action_to_vertex,
-    area_score,
-    board_array,
-    format_score,
-    new_go_game,
-    parse_vertex,
-    play_move,
-    point_to_action,
-    repeats_position,
-)
-
-_COLOUR_NAMES = ("b", "w")
-
-
-class EngineFailure(Exception):
-    """The engine exited, timed out or wrote something that is no GTP response."""
-
-
-class GtpProcess:
-    """One GTP engine as a subprocess: `send(command)` -> (success, response text)."""
-
-    def __init__(self, command: str, timeout: float):
-        self.command = command
-        self.argv = shlex.split(command)
-        self.timeout = timeout
-        self._process: subprocess.Popen | None = None
-        self._lines: queue.Queue = queue.Queue()
-        self._known: dict[str, bool] = {}
-        self.broken = False  # a failure left the protocol stream in an unknown place: restart before reuse
-
-    def start(self) -> None:
-        try:
-            self._process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        except OSError as e:
-            raise SystemExit(f"gtp_match: cannot start {self.command!r}: {e.strerror or e}") from None
-        self._lines = queue.Queue()
-        self.broken = False
-        threading.Thread(target=self._read, args=(self._process.stdout, self._lines), daemon=True).start()
-
-    @staticmethod
-    def _read(stream, lines: queue.Queue) -> None:
-        for raw in stream:
-            lines.put(raw.decode("utf-8", errors="replace"))
-        lines.put(None)  # end of output
-
-    def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def restart(self) -> None:
-        self.close()
-        self.start()
-
-    def send(self, command: str) -> tuple[bool, str]:
-        try:
-            return self._exchange(command)
-        except EngineFailure:
-            self.broken = True
-            raise
-
-    def _exchange(self, command: str) -> tuple[bool, str]:
-        if not self.alive():
-            raise EngineFailure("the engine is not running")
-        try:
-            self._process.stdin.write(command.encode() + b"\n")
-            self._process.stdin.flush()
-        except OSError:
-            raise EngineFailure("the engine closed its input") from None
-        deadline = time.monotonic() + self.timeout
-        first = self._next_line(deadline)
-        while not first.strip():  # blank lines between responses are harmless
-            first = self._next_line(deadline)
-        if first[0] not in "=?":
-            raise EngineFailure(f"not a GTP response: {first.rstrip()!r}")
-        body = [first[1:].lstrip("0123456789").strip()]
-        while True:
-            line = self._next_line(deadline)
-            if not line.strip():
-                return first[0] == "=", "\n".join(body).strip()
-            body.append(line.rstrip("\r\n"))
-
-    def knows(self, command: str) -> bool:
-        if command not in self._known:
-            ok, text = self.send(f"known_command {command}")
-            self._known[command] = ok and text.strip() == "true"
-        return self._known[command]
-
-    def _next_line(self, deadline: float) -> str:
-        try:
-            line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise EngineFailure(f"no response within {self.timeout:g} s") from None
-        if line is None:
-            raise EngineFailure("the engine exited")
-        return line
-
-    def close(self) -> None:
-        if self._process is None:
-            return
-        if self._process.poll() is None:
-            try:
-                self._process.stdin.write(b"quit\n")
-                self._process.stdin.flush()
-                self._process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-
-@dataclasses.dataclass
-class GameResult:
-    black: str  # engine label, "A" or "B"
-    white: str
-    winner: str | None  # engine label, None for a draw
-    score: str | None  # the referee's area score (B+x / W+x / 0); None when the game did not reach scoring
-    moves: int
-    reason: str
-    record: list[str]  # "B D4", "W pass", ...
-    forced: list[int] = dataclasses.field(default_factory=list)  # move numbers of passes with no legal stone
-
-
-def play_game(engines: dict[str, GtpProcess], black: str, white: str, *, board_size: int, komi: float,
-              max_moves: int, seed: int | None, verbose: bool = False) -> GameResult:
-    """One game refereed on an OpenSpiel go state; engines are labelled "A"/"B"."""
-    labels = (black, white)
-    record: list[str] = []
-    forced: list[int] = []
-
-    def result(winner, score, reason):
-        return GameResult(black, white, winner, score, len(record), reason, record, forced)
-
-    def other(label):
-        return white if label == black else black
-
-    for label in labels:
-        setup = [f"boardsize {board_size}", f"komi {komi:g}", "clear_board"]
-        try:
-            if seed is not None and engines[label].knows("set_random_seed"):
-                setup.append(f"set_random_seed {seed}")
-            for command in setup:
-                ok, text = engines[label].send(command)
-                if not ok:
-                    return result(other(label), None, f"{label} refused `{command}`: {text}")
-        except EngineFailure as e:
-            return result(other(label), None, f"{label} failed during setup: {e}")
-
-    state = new_go_game(board_size, komi, max_moves + 2).new_initial_state()
-    pass_action = board_size * board_size
-    passes = 0
-    for number in range(max_moves):
-        colour = number % 2
-        mover, receiver = labels[colour], labels[1 - colour]
-        name = _COLOUR_NAMES[colour]
-        try:
-            ok, text = engines[mover].send(f"genmove {name}")
-        except EngineFailure as e:
-            return result(receiver, None, f"{mover} failed at genmove: {e}")
-        if not ok:
-            return result(receiver, None, f"{mover} answered genmove with `? {text}`")
-        answer = text.strip().lower()
-        if answer == "resign":
-            return result(receiver, None, f"{mover} resigned")
-        try:
-            action = point_to_action(parse_vertex(answer), board_size)
-        except VertexSyntaxError:
-            action = None
-        if action is None:
-            return result(receiver, None, f"{mover} answered genmove with {text.strip()!r}")
-        vertex = action_to_vertex(action, board_size)
-        if action == pass_action and not any(
-                a != pass_action and not repeats_position(state, a) for a in state.legal_actions()):
-            forced.append(len(record) + 1)  # every empty point was suicide or a repeat: no choice
-        reason = play_move(state, action)
-        if reason == REPEATS_POSITION:
-            record.append(f"{name.upper()} {vertex}")
-            return result(None, None, f"{mover}'s {vertex} repeats an earlier position (a draw, as in OpenSpiel)")
-        if reason is not None:
-            return result(receiver, None, f"{mover} played {vertex}: {reason}")
-        record.append(f"{name.upper()} {vertex}")
-        if verbose:
-            print(f"  {len(record)}. {mover} ({name.upper()}) {vertex}", file=sys.stderr, flush=True)
-        try:
-            ok, text = engines[receiver].send(f"play {name} {vertex}")
-        except EngineFailure as e:
-            return result(mover, None, f"{receiver} failed at play: {e}")
-        if not ok:
-            return result(mover, None, f"{receiver} refused the legal move {name} {vertex}: {text}")
-        passes = passes + 1 if action == pass_action else 0
-        if passes == 2:
-            break
-    score = area_score(board_array(state, board_size), komi)
-    winner = black if score > 0 else white if score < 0 else None
-    reason = "two passes" if passes == 2 else f"move cap ({max_moves})"
-    return result(winner, format_score(score), reason)
-
-
-def first_passes(result: GameResult) -> dict[str, int | None]:
-    """The move number (1-based) of each engine's first pass that it chose, None where it never chose
-    one: a pass with no legal stone left (every empty point suicide or a repeat) is not a choice."""
-    out: dict[str, int | None] = {result.black: None, result.white: None}
-    for number, entry in enumerate(result.record, start=1):
-        colour, vertex = entry.split()
-        label = result.black if colour == "B" else result.white
-        if vertex == "pass" and number not in result.forced and out[label] is None:
-            out[label] = number
-    return out
+from moozi.errors import MooziError  # noqa: E402
+from moozi.play.gtp_client import EngineFailure, GtpProcess  # noqa: E402,F401  (EngineFailure: for importers)
+from moozi.play.gtp_referee import GameResult, first_passes, play_game  # noqa: E402
 
 
 def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi: float = 7.5,
@@ -258,7 +53,10 @@ def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi
     start = time.monotonic()
     try:
         for engine in engines.values():
-            engine.start()
+            try:
+                engine.start()
+            except MooziError as e:
+                raise SystemExit(f"gtp_match: {e}") from None
         for game in range(games):
             for engine in engines.values():
                 if engine.broken or not engine.alive():
@@ -285,7 +83,7 @@ def run_match(commands: dict[str, str], games: int, *, board_size: int = 9, komi
         "komi": komi,
         "max_moves": max_moves,
         "seed": seed,
-        "results": [{**{k: v for k, v in dataclasses.asdict(r).items() if k not in ("record", "forced")},
+        "results": [{**{k: v for k, v in dataclasses.asdict(r).items() if k not in ("record", "forced", "board")},
                      "first_pass": first_passes(r), "forced_passes": len(r.forced)} for r in results],
         "seconds": round(time.monotonic() - start, 1),
         "load_average_1min": os.getloadavg()[0],

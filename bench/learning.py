@@ -52,6 +52,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from moozi.play.go_rules import parse_score  # noqa: E402
+
 
 OVERRIDES: dict[str, str] = {}  # --set key=value, applied to every game's preset
 AGENT_OVERRIDES: dict[str, dict[str, str]] = {"ppo": {}, "impala": {}}  # --ppo-set / --impala-set key=value
@@ -236,6 +238,10 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
             "margins": [_agent_margin(r) for r in results],
             "moves": [r["moves"] for r in results],
             "agent_passed_first": sum(_passed_first(r) for r in results),
+            # GNU Go's own count at the end (final_score: its dead stones removed), from the agent's side.
+            "gnugo_margins": [_agent_margin(r, r["final_scores"].get("B")) for r in results],
+            # At GNU Go's first pass: the referee's count and GNU Go's final_score then, from the agent's side.
+            "margins_at_gnugo_pass": [_at_pass(r) for r in results],
             "results": results,
         }
     out["evaluation_minutes"] = round((time.monotonic() - started) / 60, 2)
@@ -243,13 +249,22 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
     return out
 
 
-def _agent_margin(result: dict) -> float | None:
-    """The referee's area score as the agent's (engine A's) margin; None for a game not scored."""
-    score = result["score"]
+def _agent_margin(result: dict, score: str | None = None) -> float | None:
+    """A score (default: the referee's area score) as the agent's (engine A's) margin; None for none."""
+    score = result["score"] if score is None else score
     if score is None:
         return None
-    margin = 0.0 if score == "0" else float(score[2:]) * (1 if score[0] == "B" else -1)
+    margin = parse_score(score)
     return margin if result["black"] == "A" else -margin
+
+
+def _at_pass(result: dict) -> dict | None:
+    """The margins from the agent's side at GNU Go's (engine B's) first pass; None where it never passed."""
+    at = result["at_first_pass"].get("B")
+    if at is None:
+        return None
+    return {"move": at["move"], "tromp_taylor": _agent_margin(result, at["score"]),
+            "gnugo": _agent_margin(result, at["final_scores"]["B"]) if "B" in at["final_scores"] else None}
 
 
 def _passed_first(result: dict) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from tests.helpers.tiny_go import tiny_go9_run
 
 from bench.gtp_match import run_match
+from moozi.play.go_rules import parse_score
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "tests" / "helpers" / "scripted_gtp_engine.py"
@@ -45,14 +46,19 @@ def test_two_passers_alternate_colours_and_white_wins_on_komi(tmp_path):
         "game 2: A white, B black: A wins W+7.5 after 2 moves (two passes)",
     ]
     setup = ["boardsize 9", "komi 7.5", "clear_board"]
+    # Each engine is asked once whether it knows the scoring commands (these scripted ones do not).
     assert log_a.read_text().splitlines() == [
-        "known_command set_random_seed", *setup, "genmove b", "play w pass",
-        *setup, "play b pass", "genmove w", "quit",
+        "known_command set_random_seed", *setup, "genmove b", "known_command final_score", "play w pass",
+        "known_command final_status_list", *setup, "play b pass", "genmove w", "quit",
     ]
     assert log_b.read_text().splitlines() == [
-        "known_command set_random_seed", *setup, "play b pass", "genmove w",
-        *setup, "genmove b", "play w pass", "quit",
+        "known_command set_random_seed", *setup, "play b pass", "known_command final_score", "genmove w",
+        "known_command final_status_list", *setup, "genmove b", "play w pass", "quit",
     ]
+    first = report["results"][0]
+    assert first["at_first_pass"] == {"A": {"move": 1, "score": "W+7.5", "final_scores": {}},
+                                      "B": {"move": 2, "score": "W+7.5", "final_scores": {}}}
+    assert first["final_scores"] == {} and first["dead_stones"] == {}
 
 
 def test_the_referee_scores_its_own_board():
@@ -144,6 +150,20 @@ def test_moozi_gtp_against_gnugo(tmp_path_factory):
         # Our engine only ever answers legal moves; the game ends by the rules, not by an engine failure.
         assert result["reason"] in ("two passes", "move cap (60)", "B resigned"), result
     assert len(lines) == 2
+
+
+@needs_gnugo
+def test_gnugo_gives_its_own_count_at_its_first_pass_and_at_the_end():
+    # A scripted black plays E5 and D4, then passes; GNU Go plays on until the move cap.
+    report, _ = match(scripted("E5", "D4"), GNUGO_COMMAND + " --capture-all-dead", max_moves=10)
+    result = report["results"][0]
+    assert result["reason"] == "move cap (10)" and result["at_first_pass"]["B"] is None
+    at_pass = result["at_first_pass"]["A"]
+    assert at_pass["move"] == 5 and set(at_pass["final_scores"]) == {"B"}
+    parse_score(at_pass["final_scores"]["B"])  # a score, whatever GNU Go makes of the position
+    assert set(result["final_scores"]) == {"B"} and parse_score(result["final_scores"]["B"]) < 0
+    # GNU Go's dead-stone analysis: black's two stones, surrounded by then, are dead.
+    assert set(result["dead_stones"]["B"]) <= {"E5", "D4"}
 
 
 def test_a_pass_with_no_legal_stone_is_not_a_chosen_pass():
