@@ -56,7 +56,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--opponent", default=None,
                     help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder; "
                     "searches with its own run's planner.play_simulations) | pipcount (backgammon: a greedy "
-                    "pip-count bot)")
+                    "pip-count bot) | gnugo[:LEVEL] (go: GNU Go through GTP, level 1 by default, colours "
+                    "alternating; each game's margins by Tromp-Taylor and by GNU Go's dead-stone count; "
+                    "needs Debian's gnugo package)")
     ev.add_argument("--games", type=int, default=None,
                     help="games to play (default 100); with --ladder, per pair, even (default 20)")
     ev.add_argument("--episodes", type=int, default=None,
@@ -162,6 +164,7 @@ def _cmd_train(args) -> int:
 
 def _cmd_eval(args) -> int:
     from moozi.play import load_agent
+    from moozi.evaluation.gnugo import evaluate_against_gnugo, gnugo_level
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     if args.opening_moves < 0:
@@ -193,9 +196,14 @@ def _cmd_eval(args) -> int:
     if args.max_steps is not None and args.max_steps < 1:
         raise MooziError(f"--max-steps must be a positive integer, got {args.max_steps}")
     opponent = "random" if args.opponent is None else args.opponent
+    level = gnugo_level(opponent)
+    if level is not None and args.opening_moves:
+        raise MooziError("--opening-moves: games against GNU Go start from the empty board")
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, sample=args.sample, simulations=args.simulations)
     print(f"checkpoint {agent.checkpoint}, {'sampled' if agent.sample else 'greedy'} play{_searching(agent)}")
-    if agent.spec.is_two_player:
+    if level is not None:
+        result = evaluate_against_gnugo(agent, games, args.seed, level, log=print)
+    elif agent.spec.is_two_player:
         one_player_only = [name for name, value in (("--episodes", args.episodes), ("--max-steps", args.max_steps))
                            if value is not None]
         if one_player_only:

@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 OPPONENT_FORMS = (
-    "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only) "
-    "or run:DIR (another trained run)"
+    "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only), "
+    "run:DIR (another trained run) or gnugo[:LEVEL] (go: GNU Go through GTP, level 1 by default)"
 )
 
 # minimax solves the whole game first; beyond these bounds that is hopeless (connect_four
@@ -378,6 +378,10 @@ def make_opponent(spec: str, game: pyspiel.Game, player_id: int, seed: int) -> p
         if not argument:
             raise MooziError(f"run:DIR needs the directory of a trained run, e.g. run:runs/ttt; got {spec!r}")
         return _run_bot(argument, player_id)
+    if kind == "gnugo":
+        # GNU Go is a GTP engine, not an OpenSpiel bot: moozi.evaluation.gnugo plays it through a referee.
+        raise MooziError(f"{spec!r} plays whole games of go through GTP: `moozi eval RUN --opponent {spec}` "
+                         "(evaluate_against_gnugo), not here")
     raise MooziError(f"unknown opponent {spec!r}; use {OPPONENT_FORMS}")
 
 
