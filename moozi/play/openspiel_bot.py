@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pyspiel
 
+from moozi.builders import env_options
+from moozi.play.go_rules import go_parameters
 from moozi.play.pass_rule import apply_pass_rule
 from moozi.envs.base import DUMMY_ACTION
 from moozi.envs.openspiel import OpenSpielEnv
@@ -88,21 +90,53 @@ class MooziBot(pyspiel.Bot):
         return points
 
 
+def twin_options(agent, game: pyspiel.Game) -> dict:
+    """The pgx bridge options that make the agent's twin play `game`'s rules: for go, its komi and length
+    (pgx fixes both per env, OpenSpiel per game, and a GTP controller sets komi); {} where `game` is the
+    twin the run trained on. pgx's game must last at least as long as OpenSpiel's, or the replay of a
+    long game would end in pgx first."""
+    params = go_parameters(game)
+    if params is None:
+        return {}
+    trained = pyspiel.load_game(openspiel_twin(agent.spec.name).split(":", 1)[1])
+    if (params[1], game.max_game_length()) == (go_parameters(trained)[1], trained.max_game_length()):
+        return {}
+    return {"komi": params[1], "max_terminal_steps": game.max_game_length()}
+
+
+def twin_env(agent, game: pyspiel.Game):
+    """The agent's pgx twin (with the run's env options) under `game`'s rules (`twin_options`)."""
+    return make_env(agent.spec.name, **env_options(agent.config), **twin_options(agent, game))
+
+
 class PgxTwinBot(MooziBot):
     """An agent trained on the pgx twin of an OpenSpiel game (AlphaZero mode) playing the OpenSpiel game.
 
     The OpenSpiel action history is replayed in pgx (the twins share action ids,
     moozi/envs/twins.py), so the agent sees pgx's observations and, for
-    AlphaZero, searches from the replayed pgx state.
+    AlphaZero, searches from the replayed pgx state. For go the twin takes the
+    komi and length of the game being played (`twin_options`), and so does the
+    search's copy of the rules: one env and one compiled search per variant.
     """
 
     def __init__(self, agent, player_id: int):
         pyspiel.Bot.__init__(self)
+        self._trained = agent
         self._agent = agent
         self._player_id = player_id
-        env = make_env(agent.spec.name)
-        self._init = jax.jit(env.init)
-        self._step = jax.jit(env.step)
+        self._variants: dict[tuple, tuple] = {}  # twin options -> (jitted init, jitted step, agent)
+
+    def step(self, state) -> int:
+        options = twin_options(self._trained, state.get_game())
+        key = tuple(sorted(options.items()))
+        if key not in self._variants:
+            env = twin_env(self._trained, state.get_game())
+            agent = self._trained
+            if options and agent.needs_env_state:
+                agent = agent.searching_variant(**options)  # AlphaZero: its search steps the same rules
+            self._variants[key] = (jax.jit(env.init), jax.jit(env.step), agent)
+        self._init, self._step, self._agent = self._variants[key]
+        return super().step(state)
 
     def _steps(self, state):
         if any(item.player == pyspiel.PlayerId.CHANCE for item in state.full_history()):

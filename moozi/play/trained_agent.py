@@ -8,7 +8,9 @@ plays host envs (`play_episode`) and OpenSpiel games through `pyspiel.Bot`
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import pathlib
 from typing import Any, NamedTuple
 
@@ -20,7 +22,8 @@ from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_check
 from moozi.config import Config, load_saved_config
 from moozi.core.train_step import agent_variables, init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
-from moozi.envs.registry import make_host_env
+from moozi.envs.registry import make_env, make_host_env
+from moozi.core.alphazero import make_alphazero_act
 from moozi.errors import MooziError
 from moozi.core.history import init_history
 from moozi.core.planner import play_planner_config
@@ -96,6 +99,17 @@ class Agent:
         self.last_search = jax.tree.map(lambda x: np.asarray(x)[0], out)
         return history, int(out.action[0]), float(out.root_value[0])
 
+    def searching_variant(self, **options) -> "Agent":
+        """This AlphaZero agent, with the same parameters, searching its game built with other bridge
+        options: pgx's go with the komi and length of the OpenSpiel game it plays
+        (moozi/play/openspiel_bot.py). Each variant compiles its search once per process."""
+        if not self.needs_env_state:
+            raise MooziError("only an AlphaZero agent searches with the game's rules; a MuZero agent's model is learned")
+        variant = copy.copy(self)
+        variant._act = _alphazero_acting(self.config, self.spec, self.planner, tuple(sorted(options.items())))
+        variant.last_search = None
+        return variant
+
     def play_episode(self, env=None, seed: int = 0) -> float:
         """Plays one episode of a one-player game as `act` plays; returns its return."""
         return self.run_episode(env, seed).episode_return
@@ -151,6 +165,13 @@ class ActorCriticAgent(Agent):
         self._key, key = jax.random.split(self._key)
         out = self._act(self.variables, np.asarray(step.obs)[None], np.asarray(step.legal_actions)[None], key)
         return history, int(out.action[0]), float(out.value[0])
+
+
+@functools.lru_cache(maxsize=8)
+def _alphazero_acting(config: Config, spec, planner, options: tuple):
+    """AlphaZero's jitted act over the run's game built with extra bridge `options` (sorted pairs)."""
+    env = make_env(config.game, **env_options(config), **dict(options))
+    return jax.jit(make_alphazero_act(env, build_network(config, spec), planner, spec))
 
 
 class EpisodeOutcome(NamedTuple):

@@ -363,3 +363,48 @@ def test_agent_player_joins_a_game_in_progress(tmp_path_factory):
         moves.append(point_to_action(parse_vertex(reply[2:-2]), 9))
     e5, c3, g7, pass_ = 40, 20, 60, 81
     assert eng.state.history() == [e5, c3, g7, pass_, *moves]
+
+
+@pytest.mark.slow
+def test_moozi_gtp_moves_equal_the_openspiel_bots(tmp_path_factory):
+    """The same agent through `moozi gtp` (a subprocess, GTP vertices, `komi`) and through
+    `load_agent(...).as_openspiel_bot` on the OpenSpiel game the engine plays: the same moves."""
+    from moozi.play import load_agent
+
+    run_dir = tiny_go9_run(tmp_path_factory, "alphazero")
+    script = "komi 6.5\nplay b C3\nplay w G7\n1 genmove b\n2 genmove w\n3 genmove b\nquit\n"
+    result = subprocess.run([sys.executable, "-m", "moozi.cli", "gtp", str(run_dir)], input=script.encode(),
+                            capture_output=True, timeout=540)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    responses = result.stdout.decode().split("\n\n")[:6]
+    assert responses[:3] == ["= ", "= ", "= "]
+    gtp_moves = [point_to_action(parse_vertex(r.split(" ")[1]), 9) for r in responses[3:]]
+
+    agent = load_agent(run_dir)
+    bots = [agent.as_openspiel_bot(player) for player in (0, 1)]
+    state = new_go_game(9, 6.5, 810).new_initial_state()  # the engine's game: komi 6.5, 10 * N * N plies
+    c3, g7 = 2 * 9 + 2, 6 * 9 + 6
+    for action in (c3, g7):
+        state.apply_action(action)
+    bot_moves = []
+    for _ in range(3):
+        bot_moves.append(bots[state.current_player()].step(state))
+        state.apply_action(bot_moves[-1])
+    assert gtp_moves == bot_moves
+
+
+@pytest.mark.slow
+def test_a_game_past_pgx_s_default_length_still_gets_a_move(tmp_path_factory):
+    from moozi.play import load_agent
+
+    eng = engine_for_agent(load_agent(tiny_go9_run(tmp_path_factory, "alphazero")))
+    rng = np.random.default_rng(0)
+    while len(eng.state.history()) < 170:  # past the 162 plies at which pgx's go_9x9 stops by default
+        stones = [a for a in eng.state.legal_actions() if a != 81 and play_move(eng.state.clone(), a) is None]
+        action = int(rng.choice(stones)) if stones else 81
+        colour = "b" if eng.state.current_player() == 0 else "w"
+        assert eng.respond(f"play {colour} {action_to_vertex(action, 9)}\n") == "= \n\n"
+    colour = "b" if eng.state.current_player() == 0 else "w"
+    reply = eng.respond(f"genmove {colour}\n")
+    assert reply.startswith("= ") and reply != "= pass\n\n", reply
+    assert len(eng.state.history()) == 171
