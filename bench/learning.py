@@ -239,7 +239,7 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
             "moves": [r["moves"] for r in results],
             "agent_passed_first": sum(_passed_first(r) for r in results),
             # GNU Go's own count at the end (final_score: its dead stones removed), from the agent's side.
-            "gnugo_margins": [_agent_margin(r, r["final_scores"].get("B")) for r in results],
+            "gnugo_margins": [_margin_of(r, r["final_scores"].get("B")) for r in results],
             # At GNU Go's first pass: the referee's count and GNU Go's final_score then, from the agent's side.
             "margins_at_gnugo_pass": [_at_pass(r) for r in results],
             "results": results,
@@ -249,9 +249,13 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
     return out
 
 
-def _agent_margin(result: dict, score: str | None = None) -> float | None:
-    """A score (default: the referee's area score) as the agent's (engine A's) margin; None for none."""
-    score = result["score"] if score is None else score
+def _agent_margin(result: dict) -> float | None:
+    """The referee's area score as the agent's (engine A's) margin; None for a game not scored."""
+    return _margin_of(result, result["score"])
+
+
+def _margin_of(result: dict, score: str | None) -> float | None:
+    """A GTP score (B+x / W+x / 0) as the agent's (engine A's) margin in this game; None for none."""
     if score is None:
         return None
     margin = parse_score(score)
@@ -263,8 +267,8 @@ def _at_pass(result: dict) -> dict | None:
     at = result["at_first_pass"].get("B")
     if at is None:
         return None
-    return {"move": at["move"], "tromp_taylor": _agent_margin(result, at["score"]),
-            "gnugo": _agent_margin(result, at["final_scores"]["B"]) if "B" in at["final_scores"] else None}
+    return {"move": at["move"], "tromp_taylor": _margin_of(result, at["score"]),
+            "gnugo": _margin_of(result, at["final_scores"].get("B"))}
 
 
 def _passed_first(result: dict) -> bool:

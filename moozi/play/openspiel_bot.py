@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,10 +99,16 @@ def twin_options(agent, game: pyspiel.Game) -> dict:
     params = go_parameters(game)
     if params is None:
         return {}
-    trained = pyspiel.load_game(openspiel_twin(agent.spec.name).split(":", 1)[1])
-    if (params[1], game.max_game_length()) == (go_parameters(trained)[1], trained.max_game_length()):
+    if (params[1], game.max_game_length()) == _trained_rules(agent.spec.name):
         return {}
     return {"komi": params[1], "max_terminal_steps": game.max_game_length()}
+
+
+@functools.lru_cache(maxsize=None)
+def _trained_rules(pgx_name: str) -> tuple[float, int]:
+    """(komi, length) of the OpenSpiel go whose twin a run trained on (the twins agree on both)."""
+    game = pyspiel.load_game(openspiel_twin(pgx_name).split(":", 1)[1])
+    return go_parameters(game)[1], game.max_game_length()
 
 
 def twin_env(agent, game: pyspiel.Game):
