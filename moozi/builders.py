@@ -14,20 +14,21 @@ import jax
 import jax.numpy as jnp
 
 from moozi.config import Config
-from moozi.core.acting import ActFn, make_muzero_act
+from moozi.core.acting import ActFn, capped_act, make_muzero_act
 from moozi.core.alphazero import make_alphazero_act
 from moozi.core.loss import LossConfig, loss_fn
 from moozi.core.network import Network, make_network
-from moozi.core.planner import PlannerConfig, search_discount
+from moozi.core.planner import PlannerConfig, fast_planner_config, search_discount
 from moozi.core.stochastic_loss import StochasticLossConfig, stochastic_loss_fn
 from moozi.core.stochastic_network import make_stochastic_network
 from moozi.core.stochastic_planner import make_stochastic_planner
 from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
-from moozi.envs.action_planes import action_features, action_planes
+from moozi.envs.action_planes import action_features, action_planes, point_actions
 from moozi.envs.jax_vector import JaxVectorEnv
 from moozi.envs.registry import is_jax_native, make_env, resolve_game_name
 from moozi.envs.vector import VectorEnv
+from moozi.errors import MooziError
 
 # Options each library's bridge accepts from EnvConfig.
 _STICKY_LIBRARIES = ("minatar", "atari", "gymnax")
@@ -42,6 +43,10 @@ def env_options(config: Config) -> dict:
         options["sticky_action_prob"] = config.env.sticky_action_prob
     if config.env.full_action_space and library in _FULL_ACTION_LIBRARIES:
         options["full_action_space"] = True
+    if config.env.go_features:
+        if not resolve_game_name(config.game).startswith("pgx:go_"):
+            raise MooziError(f"env.go_features is for pgx's go (go9 in AlphaZero mode); {config.game} is not")
+        options["go_features"] = True
     return options
 
 
@@ -91,6 +96,19 @@ def learns_chance_outcomes(config: Config) -> bool:
     return config.agent == "stochastic_muzero"
 
 
+def learns_territory(config: Config, spec: EnvSpec) -> bool:
+    """Whether the run trains ownership and score heads (`loss.ownership_coef`, `loss.score_coef` > 0):
+    its network has them and its replay batches carry the final-state targets (moozi/core/territory.py).
+    A clear error where the game gives no such targets."""
+    wanted = config.loss.ownership_coef > 0 or config.loss.score_coef > 0
+    if wanted and spec.territory is None:
+        raise MooziError(f"loss.ownership_coef / loss.score_coef: {spec.name} gives no ownership or score targets "
+                         "(territory games only, e.g. go9); set both to 0")
+    if wanted and learns_chance_outcomes(config):
+        raise MooziError("loss.ownership_coef / loss.score_coef: not for agent=stochastic_muzero")
+    return wanted
+
+
 def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
     """The pure, unjitted `act` (`moozi.core.acting.ActFn`) of the config's agent.
 
@@ -120,6 +138,16 @@ def _act(agent: str, network: Network, planner_config: PlannerConfig, spec: EnvS
     return make_muzero_act(network, planner_config, spec, history_length, planner=planner)
 
 
+def make_self_play_act(config: Config, spec: EnvSpec) -> ActFn:
+    """The unjitted act of training self-play: the config's search, or with playout cap randomisation
+    (`planner.full_search_share` < 1) the full and the fast search by a coin per step (`capped_act`)."""
+    act = make_act(config, spec, config.planner)
+    fast = fast_planner_config(config.planner)
+    if fast is None:
+        return act
+    return capped_act(act, make_act(config, spec, fast), config.planner.full_search_share)
+
+
 def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
     """`make_act`, jitted: one compiled program per batch shape, shared by every caller in the process
     that builds the same act."""
@@ -141,18 +169,23 @@ def build_network(config: Config, spec: EnvSpec) -> Network:
     # A learned model predicts whether the turn passes where turns may repeat; AlphaZero's search reads
     # it from the rules.
     predicts_turns = spec.per_step_turn_signs and not searches_env_state(config)
-    return _network(config.network, spec, config.targets.history_length, chance_outcomes, predicts_turns)
+    return _network(config.network, spec, config.targets.history_length, chance_outcomes, predicts_turns,
+                    learns_territory(config, spec))
 
 
 @functools.lru_cache(maxsize=32)
 def _network(network_config, spec: EnvSpec, history_length: int, num_chance_outcomes: int | None,
-             predicts_turns: bool) -> Network:
+             predicts_turns: bool, territory_heads: bool = False) -> Network:
     shapes = dict(obs_shape=spec.obs_shape, history_length=history_length, num_actions=spec.num_actions,
                   action_planes=action_planes(spec), action_features=action_features(spec))
     if num_chance_outcomes is not None:
+        if network_config.policy_head != "dense":
+            raise MooziError("network.policy_head='conv' is not built for agent=stochastic_muzero; use 'dense'")
         return make_stochastic_network(network_config, num_chance_outcomes=num_chance_outcomes,
                                        predicts_turns=predicts_turns, **shapes)
-    return make_network(network_config, predicts_turns=predicts_turns, **shapes)
+    cells = point_actions(spec) if network_config.policy_head == "conv" else None
+    return make_network(network_config, predicts_turns=predicts_turns, territory_heads=territory_heads,
+                        point_actions=cells, **shapes)
 
 
 def make_loss(config: Config) -> tuple[Callable, LossConfig]:

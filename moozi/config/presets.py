@@ -81,9 +81,9 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "planner.search_policy": "gumbel_muzero",
         "planner.num_simulations": 32,
         "planner.play_simulations": 64,
-        # Never pass first; after the opponent's pass, pass exactly when the area count wins
-        # (docs/go.md, "Passing at play time").
-        "planner.play_pass_rule": "after_opponent_if_ahead",
+        # Never fill an own single-point eye; never pass first while another stone is left; after the
+        # opponent's pass, pass when the area count wins (docs/go.md, "Passing at play time").
+        "planner.play_pass_rule": "no_eye_fill",
         "planner.discount": 1.0,
         **_BOARD_GAME_LEARNING,
         "targets.td_steps": 200,

@@ -29,6 +29,9 @@ class EnvConfig:
     num_processes: int = 1  # P: processes stepping those B host envs (Cleanba 4.1); ignored by JAX-native games
     sticky_action_prob: float | None = None  # None: the library's protocol (MinAtar 0.1, Atari 0.25)
     full_action_space: bool = False  # MinAtar / Atari: use the full action set instead of the minimal one
+    # pgx's go: liberty (1, 2, >= 3 per colour, so atari too) and ko planes beside the stones
+    # (moozi/envs/go_features.py).
+    go_features: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,11 @@ env's own batched state, which only a search over the true rules reads
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
 
 from moozi.core.planner import (PlannerConfig, PlannerOutput, RootChildren, SearchStats, make_muzero_model,
                                  make_planner, search_discount)
@@ -73,5 +77,27 @@ def make_muzero_act(network, planner_config: PlannerConfig, spec: EnvSpec, histo
         stacked_obs = history_input(history_state, num_actions)  # [B, H, W, L*(C+A)]
         out = planner(params, rng, stacked_obs, step_output.legal_actions)
         return history_state, ActingOutput(out.action, out.root_value, out.action_probs, out.stats, out.root)
+
+    return act
+
+
+@functools.lru_cache(maxsize=16)
+def capped_act(act_fn: ActFn, fast_act_fn: ActFn | None, full_search_share: float) -> ActFn:
+    """Playout cap randomisation (`planner.full_search_share`): an act that searches with `act_fn`
+    with probability `full_search_share` and otherwise with `fast_act_fn`, whose p* it zeroes (no policy
+    target: the loss weighs an all-zero p* 0). One coin for the whole batch of envs, from the act's
+    own key, so a segment stays reproducible. `act_fn` alone where `fast_act_fn` is None."""
+    if fast_act_fn is None:
+        return act_fn
+
+    def act(params, history, step, last_action, env_state, key):
+        coin_key, search_key = jax.random.split(key)
+        full = jax.random.uniform(coin_key) < full_search_share
+
+        def fast(*args):
+            history, out = fast_act_fn(*args)
+            return history, out._replace(action_probs=jnp.zeros_like(out.action_probs))
+
+        return jax.lax.cond(full, act_fn, fast, params, history, step, last_action, env_state, search_key)
 
     return act

@@ -85,6 +85,12 @@ class LossConfig:
     search_value_weight_start: float = 0.0
     search_value_weight_end: float = 0.0
     search_value_weight_updates: int = 1
+    # Territory games (Go; moozi/core/territory.py): weights of the root's ownership term (the binary
+    # cross-entropy of each point's final owner, averaged over the points) and score term (the squared
+    # error of the final score margin divided by the board's points). 0 (the default): no such heads.
+    # KataGo's ownership weight is 1.5 per board, summed over the points and divided by their number.
+    ownership_coef: float = 0.0
+    score_coef: float = 0.0
     # The replay priority delta the learner writes back: "root" is |v⁰_t - G_t| (MuZero Reanalyze,
     # EfficientZero); "max_step" is max_k |v^k - G_{t+k}| over the root and the K unrolled steps, so
     # a target whose unroll crosses a death the model does not foresee is replayed more often.
@@ -106,6 +112,9 @@ class LossConfig:
             raise MooziError(f"loss.entropy_floor_coef must be >= 0, got {self.entropy_floor_coef}")
         if self.entropy_floor_scope not in ENTROPY_FLOOR_SCOPES:
             raise MooziError(f"loss.entropy_floor_scope={self.entropy_floor_scope!r}; allowed: {', '.join(ENTROPY_FLOOR_SCOPES)}")
+        for name in ("ownership_coef", "score_coef"):
+            if getattr(self, name) < 0:
+                raise MooziError(f"loss.{name} must be >= 0 (0: no such term), got {getattr(self, name)}")
         if self.search_value_weight_updates < 1:
             raise MooziError(f"loss.search_value_weight_updates must be >= 1, got {self.search_value_weight_updates}")
 
@@ -268,6 +277,35 @@ def add_turn_term(terms: dict, extra_metrics: dict, batch: TrainingTarget, outpu
             batch.turn_passes, outputs, batch.policy_mask[:, 1:])  # o_{t+k+1} exists
 
 
+def territory_terms(config: LossConfig, batch: TrainingTarget, root):
+    """([B] ownership term, [B] score term, metrics) at the root, from the batch's final-state targets:
+    the binary cross-entropy of "the point ends as the mover's" against (1 + ownership) / 2 (a point
+    nobody owns is half and half), averaged over the points, and the squared error of the score
+    margin over the board's points. Unweighted by the coefficients."""
+    logits = root.ownership_logits  # [B, H, W]
+    points = logits.shape[1] * logits.shape[2]
+    labels = (1.0 + batch.ownership) / 2.0
+    ownership = jnp.mean(optax.sigmoid_binary_cross_entropy(logits, labels), axis=(1, 2))
+    score_target = batch.score_margin / points
+    score = jnp.square(root.score - score_target)
+    owned = batch.ownership != 0
+    metrics = dict(
+        ownership_accuracy=jnp.sum(owned & (jnp.sign(logits) == batch.ownership)) / jnp.maximum(jnp.sum(owned), 1),
+        score_error_points=jnp.mean(jnp.abs(root.score - score_target)) * points,
+    )
+    return ownership, score, metrics
+
+
+def add_territory_terms(terms: dict, extra_metrics: dict, config: LossConfig, batch: TrainingTarget, outputs) -> None:
+    """Territory games whose loss asks for them (`loss.ownership_coef`, `loss.score_coef`)."""
+    if batch.ownership is None or outputs[0].ownership_logits is None:
+        return
+    ownership, score, metrics = territory_terms(config, batch, outputs[0])
+    terms["ownership_loss"] = config.ownership_coef * ownership
+    terms["score_loss"] = config.score_coef * score
+    extra_metrics.update(metrics)
+
+
 def projected_cosine_distance(network: Network, params, batch_stats, unrolled_batch_stats, states, next_stacked_obs):
     """([N] 1 - cos(ϱ(states), sg(h(next_stacked_obs))), the moments after the projection); N unrolled states
     and the histories of the real positions they should match."""
@@ -351,6 +389,7 @@ def loss_fn(
     }
     extra: dict = {}
     add_turn_term(terms, extra, batch, outputs, num_unroll)
+    add_territory_terms(terms, extra, config, batch, outputs)
     return combine_terms(config, params, batch, outputs, targets, terms, (policy_ce, value_ce, reward_ce),
                          num_unroll, alpha, new_batch_stats, extra)
 

@@ -60,6 +60,7 @@ from moozi.core.types import Array
 
 
 NETWORK_KINDS = ("resnet", "mlp")
+POLICY_HEADS = ("dense", "conv")
 NORMALIZATIONS = ("batch", "layer", "layer_all")
 DTYPES = ("float32", "bfloat16")
 
@@ -108,6 +109,11 @@ class NetworkConfig:
     # how much a cell sees. Dense layers are normalised the same way by both. On MinAtar it learned no
     # faster than "layer" (docs/experiments/2026-11-27-one-minatar-preset.md, candidate v22).
     normalization: str = "batch"
+    # resnet: "dense" (the thesis's: a dense layer over the flattened board, then one logit per action) or
+    # "conv" (for games whose moves place a stone on a cell, moozi/envs/action_planes.py's
+    # `point_actions`: a 1x1 convolution gives each cell's logit, as AlphaGo Zero's and KataGo's policy
+    # heads do, and the actions on no cell (pass) take theirs from the board's global average).
+    policy_head: str = "dense"
     batch_norm_momentum: float = 0.9  # decay of the running moments; fast on purpose (see module docstring)
     batch_norm_epsilon: float = 1e-5  # added to the variance inside batch norm
     # The layers' compute dtype; parameters, outputs and losses stay float32 (module docstring).
@@ -118,6 +124,10 @@ class NetworkConfig:
     def __post_init__(self):
         if self.kind not in NETWORK_KINDS:
             raise MooziError(f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
+        if self.policy_head not in POLICY_HEADS:
+            raise MooziError(f"network.policy_head must be one of {', '.join(POLICY_HEADS)}, got {self.policy_head!r}")
+        if self.policy_head == "conv" and self.kind != "resnet":
+            raise MooziError("network.policy_head='conv' needs network.kind='resnet' (a board to convolve)")
         if self.normalization not in NORMALIZATIONS:
             raise MooziError(f"network.normalization must be one of {', '.join(NORMALIZATIONS)}, got {self.normalization!r}")
         if self.mlp_conv_channels < 0:
@@ -138,6 +148,11 @@ class NetworkOutput(NamedTuple):
     # [B]: the logit of "the player to move changed with this step", from recurrent inference of a
     # model for a game whose turns may repeat; None otherwise.
     turn_logit: Array | None = None
+    # Territory games whose loss trains them (moozi/core/territory.py), resnet only: [B, H, W] the logit
+    # of "this point ends as the mover's" (its tanh is the expected ownership in [-1, 1]) and [B] the
+    # predicted final score margin divided by the board's points.
+    ownership_logits: Array | None = None
+    score: Array | None = None
 
 
 def _min_max_scale(x):
@@ -270,18 +285,63 @@ class _ResRepresentation(nn.Module):
         return _ConvBnRelu(self.config, self.config.channels)(x, train)
 
 
+class _TerritoryHeads(nn.Module):
+    """KataGo's ownership and score heads, small: a 1x1 convolution gives each point's ownership logit
+    (the board seen as a board, one output per point), and the score margin comes from the trunk's
+    global average over the board (a count over the whole board, which no 3x3 window sees)."""
+
+    config: NetworkConfig
+
+    @nn.compact
+    def __call__(self, x, train: bool):  # [B, H, W, ch] -> [B, H, W], [B]
+        dtype = compute_dtype(self.config)
+        ownership = nn.Conv(1, (1, 1), dtype=dtype, name="ownership_head")(x)[..., 0].astype(jnp.float32)
+        pooled = jnp.mean(x, axis=(1, 2))
+        score = _CategoricalHead(self.config, 1, name="score_head")(pooled, train)[:, 0]
+        return ownership, score
+
+
+class _ConvPolicyHead(nn.Module):
+    """One logit per cell from a 1x1 convolution of the board; actions on no cell (Go's pass, the
+    dummy) from the board's global average. `point_actions` [A, H, W] (nested tuples) maps each action to
+    its cell."""
+
+    config: NetworkConfig
+    point_actions: Any
+
+    @nn.compact
+    def __call__(self, board, train: bool):  # [B, H, W, ch] -> [B, A]
+        dtype = compute_dtype(self.config)
+        cells = jnp.asarray(self.point_actions, jnp.float32)  # [A, H, W]
+        x = nn.Conv(self.config.channels, (1, 1), use_bias=False, dtype=dtype)(board)
+        x = nn.relu(_normalize(self.config, train, x))
+        cell_logits = nn.Conv(1, (1, 1), dtype=dtype, name="cell_logits")(x)[..., 0].astype(jnp.float32)
+        pooled = jnp.mean(board, axis=(1, 2))
+        other_logits = _CategoricalHead(self.config, cells.shape[0], name="other_logits")(pooled, train)
+        on_a_cell = jnp.sum(cells, axis=(1, 2))  # [A]: 1 for a stone's action, 0 for pass and the dummy
+        return jnp.einsum("bhw,ahw->ba", cell_logits, cells) + other_logits * (1.0 - on_a_cell)[None, :]
+
+
 class _ResPrediction(nn.Module):
     config: NetworkConfig
     num_actions: int
+    territory_heads: bool = False
+    point_actions: Any = None  # [A, H, W] nested tuples with policy_head="conv"
 
     @nn.compact
-    def __call__(self, hidden_state, train: bool):  # [B, H, W, channels] -> [B, Z], [B, A]
+    def __call__(self, hidden_state, train: bool):  # [B, H, W, channels] -> [B, Z], [B, A] (, territory)
         x = _ConvBnRelu(self.config, self.config.channels)(hidden_state, train)
         for _ in range(self.config.prediction_blocks):
             x = _ResidualBlock(self.config)(x, train)
+        board = x
         x = x.reshape(x.shape[0], -1)
         value_logits = _CategoricalHead(self.config, self.config.support.size, name="value_head")(x, train)
-        policy_logits = _CategoricalHead(self.config, self.num_actions, name="policy_head")(x, train)
+        if self.config.policy_head == "conv":
+            policy_logits = _ConvPolicyHead(self.config, self.point_actions, name="policy_head")(board, train)
+        else:
+            policy_logits = _CategoricalHead(self.config, self.num_actions, name="policy_head")(x, train)
+        if self.territory_heads:
+            return value_logits, policy_logits, _TerritoryHeads(self.config, name="territory")(board, train)
         return value_logits, policy_logits
 
 
@@ -431,13 +491,15 @@ class _MuZeroModel(nn.Module):
     action_planes: Any = None
     predicts_turns: bool = False  # a "the turn passes" logit on every state the dynamics makes (turns may repeat)
     action_features: Any = None  # [A, F] nested tuples (an MLP's dynamics), or None
+    territory_heads: bool = False  # ownership and score heads (resnet; territory games)
+    point_actions: Any = None  # [A, H, W] nested tuples: each action's cell (policy_head="conv")
 
     def setup(self):
         if self.predicts_turns:
             self.turn_head = nn.Dense(1, name="turn_head")
         if self.config.kind == "resnet":
             self.representation = _ResRepresentation(self.config)
-            self.prediction = _ResPrediction(self.config, self.num_actions)
+            self.prediction = _ResPrediction(self.config, self.num_actions, self.territory_heads, self.point_actions)
             self.dynamics = _ResDynamics(self.config, self.num_actions, self.action_planes)
             self.projection = _ResProjection(self.config)
         else:
@@ -452,9 +514,17 @@ class _MuZeroModel(nn.Module):
     def _decode(self, logits):
         return logits_to_scalar(logits, self.config.support)
 
+    def _predict(self, hidden_state, train: bool):
+        """(value logits, policy logits, {ownership_logits, score} or {})."""
+        out = self.prediction(hidden_state, train)
+        if self.territory_heads:
+            value_logits, policy_logits, (ownership, score) = out
+            return value_logits, policy_logits, {"ownership_logits": ownership, "score": score}
+        return *out, {}
+
     def initial_inference(self, stacked_obs, train: bool) -> NetworkOutput:
         hidden_state = self._scale(self.representation(stacked_obs, train))
-        value_logits, policy_logits = self.prediction(hidden_state, train)
+        value_logits, policy_logits, territory = self._predict(hidden_state, train)
         batch = stacked_obs.shape[0]
         return NetworkOutput(
             hidden_state=hidden_state,
@@ -463,12 +533,13 @@ class _MuZeroModel(nn.Module):
             policy_logits=policy_logits,
             value_logits=value_logits,
             reward_logits=jnp.zeros((batch, self.config.support.size), jnp.float32),
+            **territory,
         )
 
     def recurrent_inference(self, hidden_state, action, train: bool) -> NetworkOutput:
         next_hidden_state, reward_logits = self.dynamics(hidden_state, action, train)
         next_hidden_state = self._scale(next_hidden_state)
-        value_logits, policy_logits = self.prediction(next_hidden_state, train)
+        value_logits, policy_logits, territory = self._predict(next_hidden_state, train)
         return NetworkOutput(
             hidden_state=next_hidden_state,
             value=self._decode(value_logits),
@@ -477,6 +548,7 @@ class _MuZeroModel(nn.Module):
             value_logits=value_logits,
             reward_logits=reward_logits,
             turn_logit=turn_head_logit(self.turn_head, next_hidden_state) if self.predicts_turns else None,
+            **territory,
         )
 
     def project(self, hidden_state, train: bool):
@@ -541,7 +613,8 @@ def model_calls(model):
 
 def make_network(
     config: NetworkConfig, *, obs_shape: tuple[int, int, int], history_length: int, num_actions: int,
-    action_planes=None, predicts_turns: bool = False, action_features=None,
+    action_planes=None, predicts_turns: bool = False, action_features=None, territory_heads: bool = False,
+    point_actions=None,
 ) -> Network:
     """Builds the model for frames of `obs_shape` (H, W, C), L = history_length, A = num_actions.
 
@@ -549,7 +622,11 @@ def make_network(
     the resnet's dynamics function sees them when `config.spatial_actions` is on. `action_features`
     [A, F] (vector-observed games) describe each action by its parts; an MLP's dynamics function sees
     them beside the one-hot when `config.mlp_action_features` is on. `predicts_turns`:
-    recurrent inference also gives `turn_logit` (games whose turns may repeat)."""
+    recurrent inference also gives `turn_logit` (games whose turns may repeat). `territory_heads`:
+    inference also gives `ownership_logits` and `score` (territory games; resnet only). `point_actions`
+    [A, H, W] (moozi/envs/action_planes.py): each action's cell, which `policy_head="conv"` needs."""
+    if territory_heads and config.kind != "resnet":
+        raise MooziError(f"ownership and score heads need network.kind='resnet' (a board), got {config.kind!r}")
     height, width, channels = obs_shape
     input_shape = (height, width, history_length * (channels + num_actions))
     if config.kind == "resnet" and config.downsample:
@@ -559,7 +636,13 @@ def make_network(
     else:
         hidden_state_shape = (config.mlp_hidden_state_size,)
     planes, features = dynamics_action_maps(config, action_planes, action_features)
-    model = _MuZeroModel(config, num_actions, planes, predicts_turns, features)
+    cells = None
+    if config.policy_head == "conv":
+        if point_actions is None:
+            raise MooziError("network.policy_head='conv' needs a game whose moves place a stone on a cell "
+                             "(Go, tic-tac-toe); use 'dense' for this one")
+        cells = tuple(tuple(tuple(row) for row in plane) for plane in np_asarray(point_actions).tolist())
+    model = _MuZeroModel(config, num_actions, planes, predicts_turns, features, territory_heads, cells)
     M = _MuZeroModel
     init, acting, training = model_calls(model)
 

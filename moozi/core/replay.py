@@ -78,6 +78,7 @@ from moozi.core.targets import (
     turn_sign_offsets,
     trajectory_value_difference,
 )
+from moozi.core.territory import territory_targets
 from moozi.core.types import TrainingTarget, Trajectory
 from moozi.envs.base import EnvSpec, encode_obs, stored_obs_dtype
 from moozi.errors import MooziError
@@ -136,6 +137,8 @@ Augment = Callable[[TrainingTarget, jax.Array], TrainingTarget]
 
 _assemble_jit = jax.jit(assemble_targets, static_argnames=("config", "num_actions", "discount_sign", "obs_levels"))
 
+_territory_jit = jax.jit(territory_targets, static_argnames=("territory",))
+
 _SAMPLING_CODES = {mode: code for code, mode in enumerate(SamplingMode)}
 _COUNTERS = ("head", "tail", "next_id", "oldest_id", "changed_since_sort")
 _MASK64 = (1 << 64) - 1
@@ -169,14 +172,22 @@ class ReplayBuffer:
     """A stateful shell around numpy storage, a sum tree and the jitted target assembly."""
 
     def __init__(self, config: ReplayConfig, target_config: TargetConfig, spec: EnvSpec, seed: int,
-                 augment: Augment | None = None, future_observations: bool = False):
+                 augment: Augment | None = None, future_observations: bool = False,
+                 territory_targets: bool = False):
         """`augment(batch, key) -> batch` is applied to every sampled batch (board symmetries);
         `key` is a jax PRNG key drawn from the buffer's own RNG, so checkpoints replay it.
 
         `future_observations`: each batch is a `StochasticTrainingTarget`, the targets plus the history
         inputs at t+1 .. t+K that Stochastic MuZero's chance encoder reads
         (`moozi.core.stochastic_loss.gather_future_stacked_obs`, B·(L+K-1) frames read on the host);
-        the augment moves them with the rest of their element."""
+        the augment moves them with the rest of their element.
+
+        `territory_targets` (games with an `EnvSpec.territory`): each target also carries its
+        episode's final ownership and score margin (moozi/core/territory.py), read from the
+        episode's last stored observation."""
+        if territory_targets and spec.territory is None:
+            raise MooziError(f"{spec.name} gives no ownership or score targets (it is not a territory game)")
+        self._territory = spec.territory if territory_targets else None
         self.config = config
         self._future_observations = future_observations
         self.target_config = target_config
@@ -440,6 +451,12 @@ class ReplayBuffer:
         targets = _assemble_jit(window, config=self.target_config, num_actions=self.spec.num_actions,
                                 discount_sign=self.spec.discount_sign, importance_weight=weights,
                                 obs_levels=self.spec.stored_obs_levels, to_play=to_play)
+        if self._territory is not None:
+            storage = self._storage
+            plies_to_end = storage.episode_length[slots] - 1 - storage.step_index[slots]
+            final_obs = storage.obs[(slots + plies_to_end) % C]
+            ownership, score = _territory_jit(final_obs, plies_to_end, self._territory)
+            targets = targets._replace(ownership=ownership, score_margin=score)
         if self._future_observations:
             future = gather_future_stacked_obs(self._storage, slots, config=self.target_config,
                                                num_actions=self.spec.num_actions, obs_levels=self.spec.stored_obs_levels)

@@ -158,6 +158,9 @@ def make_symmetry_transform(symmetry: BoardSymmetry, num_actions: int, frame_cha
             actions=maps[g][target.actions],
             action_probs=target.action_probs[..., inverse_maps[g]],
         )
+        if target.ownership is not None:  # per point, moved with the cells
+            height, width = target.ownership.shape
+            replaced["ownership"] = target.ownership.reshape(height * width)[gathers[g]].reshape(height, width)
         if target.bootstrap_stacked_obs is not None:
             replaced["bootstrap_stacked_obs"] = jax.vmap(board, in_axes=(0, None))(target.bootstrap_stacked_obs, g)
         return target._replace(**replaced)

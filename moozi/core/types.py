@@ -58,6 +58,11 @@ class TrainingTarget(NamedTuple):
     # [B, K] float32: 1 where the player to move changes from t+k to t+k+1; only in games whose turns
     # may repeat (EnvSpec.turns_alternate False), where the model learns it (docs/stochastic.md).
     turn_passes: Array | None = None
+    # Territory games (EnvSpec.territory) whose loss asks for them (moozi/core/territory.py): each point's
+    # owner at the episode's end [B, H, W] in {1, 0, -1} and the final score margin [B], both from the
+    # view of the player to move at t.
+    ownership: Array | None = None
+    score_margin: Array | None = None
 
 
 def sub_state(state: dict, prefix: str) -> dict:

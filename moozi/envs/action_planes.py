@@ -85,6 +85,38 @@ def action_features(spec: EnvSpec) -> np.ndarray | None:
     return features
 
 
+def _go_size(name: str) -> int | None:
+    """9 for 'pgx:go_9x9' and 'openspiel:go(board_size=9,...)'; None for any other game."""
+    if name.startswith("pgx:go_"):
+        return int(name.rsplit("x", 1)[-1])
+    if name.startswith("openspiel:go(") or name == "openspiel:go":
+        for part in name[len("openspiel:go("):-1].split(","):
+            key, _, value = part.partition("=")
+            if key.strip() == "board_size":
+                return int(value)
+        return 19  # OpenSpiel's default
+    return None
+
+
+def point_actions(spec: EnvSpec) -> np.ndarray | None:
+    """[A, H, W]: for games whose moves place a stone on one cell (Go, tic-tac-toe), the cell of each
+    action; rows of actions that place nothing (the dummy, Go's pass) are zero. None for other games.
+    A convolutional policy head (moozi/core/network.py) reads one logit per cell through it.
+
+    Kept apart from `action_planes` (the dynamics function's input), so that adding a game here leaves
+    the parameters of networks saved before unchanged."""
+    size = _go_size(spec.name)
+    if size is not None:
+        cells = _cells(size, size)
+    elif spec.name in ("openspiel:tic_tac_toe", "pgx:tic_tac_toe"):
+        cells = _cells(3, 3)
+    else:
+        return None
+    planes = np.zeros((spec.num_actions, *spec.obs_shape[:2]), np.float32)
+    planes[: cells.shape[0]] = cells
+    return planes
+
+
 def action_planes(spec: EnvSpec) -> np.ndarray | None:
     """[A, H, W]: the board cells each action acts on, or None where the game has no known map."""
     make = _MAPS.get(spec.name)

@@ -31,6 +31,21 @@ class StepOutput(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class TerritorySpec:
+    """How the last observation of a territory game (Go) shows its final board, from which the targets
+    read each point's owner and the score margin (Tromp-Taylor area, moozi/core/territory.py).
+
+    Two stone planes: the mover's and the opponent's (`relative`, pgx) or black's and white's
+    (OpenSpiel); `white_to_move_plane` is 1 everywhere when white is to move."""
+
+    first_plane: int
+    second_plane: int
+    relative: bool
+    white_to_move_plane: int
+    komi: float
+
+
+@dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """Static facts about an env, enough to build networks and buffers."""
 
@@ -48,6 +63,8 @@ class EnvSpec:
     # Two-player games where a player may move several times in a row (pgx's backgammon: one step per
     # die): targets and search take the sign of each step from who moves next (docs/stochastic.md).
     turns_alternate: bool = True
+    # Territory games (Go): where the final board is read from, for the ownership and score targets.
+    territory: TerritorySpec | None = None
 
     @property
     def stored_obs_levels(self) -> int | None:

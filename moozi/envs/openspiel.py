@@ -38,7 +38,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python.observation import make_observation
 
-from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
+from moozi.envs.base import TerritorySpec, DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
 from moozi.errors import IllegalActionError, MooziError, UnknownGameError, UnsupportedGameError
 
 __all__ = ["OpenSpielEnv", "make", "known_games"]
@@ -171,6 +171,9 @@ class OpenSpielEnv:
             max_episode_steps=self.game.max_game_length(),
             # Names depend on the state in many games; use action_to_string instead.
             action_names=None,
+            # OpenSpiel's go planes: black's stones, white's, the empty points, 1 where white is to move.
+            territory=(TerritorySpec(first_plane=0, second_plane=1, relative=False, white_to_move_plane=3,
+                                     komi=float(self.game.get_parameters()["komi"])) if short_name == "go" else None),
         )
         self._observer = _default_observer(self.game)
         self._set_from = None  # the fast path's observer call (None: observation_tensor)

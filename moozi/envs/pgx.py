@@ -32,11 +32,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput
+from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput, TerritorySpec
 from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
 
 PREFIX = "pgx:"
 _MINATAR_OPTIONS = ("sticky_action_prob",)  # passed to pgx's MinAtar env classes
+# Go (go_9x9, go_19x19): komi and the ply at which pgx ends a game (its default is 2 * N * N) follow
+# the real game the agent plays (an OpenSpiel go through its pgx twin, moozi/play/openspiel_bot.py);
+# `go_features` adds liberty, atari and ko planes to the observation (moozi/envs/go_features.py).
+_GO_OPTIONS = ("komi", "max_terminal_steps", "go_features")
 _TURNS_REPEAT = {"backgammon"}  # a turn is one step per die, all of the same player
 
 
@@ -62,16 +66,26 @@ def make(game: str, **options) -> "PgxEnv":
         close = [by_lower[c] for c in difflib.get_close_matches(env_id.lower(), list(by_lower), n=3)]
         hint = f"did you mean {', '.join(PREFIX + c for c in close)}?" if close else "see `moozi games`"
         raise UnknownGameError(f"unknown pgx game {game!r}: {hint}")
-    allowed = _MINATAR_OPTIONS if env_id.startswith("minatar-") else ()
+    is_go = env_id.startswith("go_")
+    allowed = _MINATAR_OPTIONS if env_id.startswith("minatar-") else _GO_OPTIONS if is_go else ()
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise MooziError(f"pgx:{env_id} does not take option(s) {', '.join(unknown)}; allowed: {', '.join(allowed) or 'none'}")
+    go_features = bool(options.pop("go_features", False))
     env = pgx.make(env_id)
-    if options:
+    if is_go:
+        # pgx's Go takes its size from the id; komi and length are rebuilt only when given.
+        size = int(env_id.split("x")[-1])
+        komi = float(options.get("komi", env._game.komi))
+        length = options.get("max_terminal_steps")
+        if length is not None and (isinstance(length, bool) or int(length) != length or length < 1):
+            raise MooziError(f"pgx:{env_id} max_terminal_steps must be a positive integer, got {length!r}")
+        env = type(env)(size=size, komi=komi, max_terminal_steps=None if length is None else int(length))
+    elif options:
         env = type(env)(**options)
     if env.num_players > 2:
         raise UnsupportedGameError(f"pgx:{env_id} has {env.num_players} players; moozi plays one- and two-player games only")
-    return PgxEnv(env, PREFIX + env_id)
+    return PgxEnv(env, PREFIX + env_id, go_features=go_features)
 
 
 def _as_image(obs) -> jax.Array:
@@ -87,18 +101,34 @@ def _as_image(obs) -> jax.Array:
 class PgxEnv:
     """A pgx game as a `JaxEnv`. Build it with `make`."""
 
-    def __init__(self, env: Any, name: str):
+    def __init__(self, env: Any, name: str, go_features: bool = False):
         self._env = env
+        self._go_size = int(env._game.size) if name.removeprefix(PREFIX).startswith("go_") else None
+        self._go_features = go_features
         probe = env.init(jax.random.PRNGKey(0))
         self._num_env_actions = int(probe.legal_action_mask.shape[0])
+        territory = None
+        if self._go_size is not None:
+            # pgx's go planes: 0 the mover's stones now, 1 the opponent's, 16 the colour to move (1: white).
+            territory = TerritorySpec(first_plane=0, second_plane=1, relative=True, white_to_move_plane=16,
+                                      komi=float(env._game.komi))
         self.spec = EnvSpec(
             name=name,
-            obs_shape=tuple(int(d) for d in _as_image(probe.observation).shape),
+            obs_shape=tuple(int(d) for d in self._observation(probe).shape),
             num_actions=self._num_env_actions + 1,
             num_players=int(env.num_players),
             binary_obs=probe.observation.dtype == jnp.bool_,
             turns_alternate=name.removeprefix(PREFIX) not in _TURNS_REPEAT,
+            territory=territory,
         )
+
+    def _observation(self, state):
+        obs = _as_image(state.observation)
+        if self._go_features:
+            from moozi.envs.go_features import go_feature_planes
+
+            obs = jnp.concatenate([obs, go_feature_planes(state._x, self._go_size)], axis=-1)
+        return obs
 
     def _output(self, state, reward, is_first) -> StepOutput:
         is_last = state.terminated | state.truncated
@@ -106,7 +136,7 @@ class PgxEnv:
         legal = jnp.concatenate([is_last[None], state.legal_action_mask & ~is_last])  # [A]
         to_play = state.current_player if self.spec.num_players == 2 else jnp.int32(SINGLE_AGENT)
         return StepOutput(
-            obs=_as_image(state.observation),
+            obs=self._observation(state),
             is_first=jnp.asarray(is_first, jnp.bool_),
             is_last=jnp.asarray(is_last, jnp.bool_),
             reward=jnp.asarray(reward, jnp.float32),

@@ -29,6 +29,8 @@ class BatchOutcome(NamedTuple):
     points: np.ndarray  # [B] two-player games: the last reward signed for the agent (backgammon: +-1, 2, 3)
     finished: np.ndarray  # [B] bool: the game ended before the step cap
     agent_seat: np.ndarray  # [B] the agent's seat in each game (two-player games)
+    final_obs: np.ndarray | None = None  # [B, H, W, C] each game's last observation (zeros if unfinished)
+    final_to_play: np.ndarray | None = None  # [B] the player to move at that observation
 
 
 def random_opponent(seed: int) -> OpponentPolicy:
@@ -56,6 +58,8 @@ def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape:
     done = np.zeros(num_games, bool)
     total = np.zeros(num_games, np.float64)
     points = np.zeros(num_games, np.float64)
+    final_obs = np.zeros((num_games, *obs_shape), np.float32)
+    final_to_play = np.zeros(num_games, np.int32)
     steps = 0
     while not done.all() and steps < max_steps and not (cancelled is not None and cancelled.is_set()):
         key, sub = jax.random.split(key)
@@ -74,6 +78,8 @@ def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape:
             # "the one not to play now": pgx's backgammon leaves the winner to play at the end.)
             mover_is_agent = acted_by == agent_seat
             points[ended] = np.where(mover_is_agent, step.reward, -step.reward)[ended]
+        final_obs[ended] = np.asarray(step.obs)[ended]
+        final_to_play[ended] = np.asarray(step.to_play)[ended]
         done |= step.is_last
         if done.all():
             break
@@ -83,4 +89,5 @@ def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape:
         step = env.step(action, step.is_last)
         last_action = action
         steps += 1
-    return BatchOutcome(returns=total, outcome=np.sign(points), points=points, finished=done, agent_seat=agent_seat)
+    return BatchOutcome(returns=total, outcome=np.sign(points), points=points, finished=done, agent_seat=agent_seat,
+                        final_obs=final_obs, final_to_play=final_to_play)

@@ -319,3 +319,65 @@ def test_mlp_residual_dynamics_adds_a_change_to_the_last_state(stochastic):
     expected = finish_hidden_state(config.network, states + bias)
     np.testing.assert_allclose(np.asarray(after), np.asarray(expected), rtol=1e-6, atol=1e-6)
     assert not np.allclose(np.asarray(after), np.asarray(states))  # the change counted
+
+
+def _cells_and_pass(size: int) -> np.ndarray:
+    """[1 + size*size + 1, size, size]: the dummy, one action per cell, then a pass (Go's layout)."""
+    planes = np.zeros((size * size + 2, size, size), np.float32)
+    for cell in range(size * size):
+        planes[1 + cell, cell // size, cell % size] = 1.0
+    return planes
+
+
+def test_conv_policy_head_gives_each_cell_the_logit_of_its_point():
+    """A stone's logit is read at its own cell (pointwise 1x1 convolutions); the actions on no cell
+    (dummy, pass) read the board's average. Changing the board at one cell changes that cell's action
+    and the no-cell actions only."""
+    from moozi.core.network import _ConvPolicyHead
+    from moozi.core.network import static_table  # noqa: F401  (nested tuples, as make_network passes them)
+
+    size = 3
+    cells = _cells_and_pass(size)
+    head = _ConvPolicyHead(dataclasses.replace(SMALL_RESNET, policy_head="conv"),
+                           tuple(tuple(tuple(r) for r in p) for p in cells.tolist()))
+    board = jnp.asarray(np.random.default_rng(0).normal(size=(1, size, size, 8)), jnp.float32)
+    variables = head.init(jax.random.PRNGKey(0), board, train=False)
+    logits = head.apply(variables, board, train=False)
+    assert logits.shape == (1, size * size + 2)
+    changed = head.apply(variables, board.at[0, 1, 2].add(1.0), train=False)
+    moved = np.flatnonzero(np.abs(np.asarray(changed - logits)[0]) > 1e-6)
+    assert set(moved.tolist()) <= {0, 1 + 1 * size + 2, size * size + 1}
+    assert 1 + 1 * size + 2 in moved.tolist()
+    # The full network builds it under the prediction function's "policy_head".
+    network = make_network(dataclasses.replace(SMALL_RESNET, policy_head="conv"), obs_shape=(size, size, 2),
+                           history_length=1, num_actions=size * size + 2, point_actions=cells)
+    obs = jnp.zeros((2, *network.input_shape), jnp.float32)
+    variables = network.init(jax.random.PRNGKey(0), obs)
+    assert "cell_logits" in variables["params"]["prediction"]["policy_head"]
+    assert network.initial_inference(variables, obs).policy_logits.shape == (2, size * size + 2)
+
+
+def test_conv_policy_head_needs_a_map_of_cells():
+    config = dataclasses.replace(SMALL_RESNET, policy_head="conv")
+    with pytest.raises(MooziError, match="place a stone on a cell"):
+        make_network(config, obs_shape=(3, 3, 2), history_length=1, num_actions=11)
+    with pytest.raises(MooziError, match="policy_head"):
+        NetworkConfig(kind="mlp", policy_head="conv")
+    with pytest.raises(MooziError, match="policy_head"):
+        NetworkConfig(policy_head="attention")
+
+
+def test_territory_heads_give_per_point_ownership_and_a_score():
+    network = make_network(SMALL_RESNET, obs_shape=(5, 5, 3), history_length=1, num_actions=27,
+                           territory_heads=True)
+    obs = jnp.asarray(np.random.default_rng(0).uniform(size=(2, *network.input_shape)), jnp.float32)
+    variables = network.init(jax.random.PRNGKey(0), obs)
+    out = network.initial_inference(variables, obs)
+    assert out.ownership_logits.shape == (2, 5, 5) and out.score.shape == (2,)
+    # Without them the parameters are those of a network saved before the heads existed.
+    plain = make_network(SMALL_RESNET, obs_shape=(5, 5, 3), history_length=1, num_actions=27)
+    plain_variables = plain.init(jax.random.PRNGKey(0), obs)
+    assert "territory" not in plain_variables["params"]["prediction"]
+    assert plain.initial_inference(plain_variables, obs).ownership_logits is None
+    with pytest.raises(MooziError, match="resnet"):
+        make_network(SMALL_MLP, obs_shape=(1, 1, 6), history_length=1, num_actions=4, territory_heads=True)

@@ -205,3 +205,37 @@ def test_inline_driver_trains_pgx_tic_tac_toe_with_the_anakin_worker(tmp_path):
     rows = read_metrics(tmp_path / "run")
     assert any("total_loss" in row for row in rows) and any("test_win_rate" in row for row in rows)
     assert any(row.get("record_seconds") is not None for row in rows)  # logged by the Anakin worker only
+
+
+def _searched_in_full(trajectories):
+    """[steps] whether each non-last step kept a policy target (p* sums to 1, not 0)."""
+    sums = np.concatenate([t.action_probs[:-1].sum(-1) for t in trajectories])
+    assert np.all(np.isclose(sums, 1.0, atol=1e-5) | (sums == 0.0))
+    return sums > 0.5
+
+
+@pytest.mark.parametrize("worker", ["anakin", "host"])
+def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only(worker):
+    """`planner.full_search_share`: about that share of steps keeps p*; the others store zeros, and
+    their moves are still the fast search's legal choices."""
+    game = "pgx:tic_tac_toe" if worker == "anakin" else "tic_tac_toe"
+    config = _config(game, "tic_tac_toe", **{"planner.full_search_share": 0.3, "planner.fast_simulations": 2})
+    cls = AnakinRolloutWorker if worker == "anakin" else TrainingRolloutWorker
+    runner = cls(config, 0)
+    trajectories = []
+    for _ in range(6):
+        trajectories.extend(runner.run(_params(config), 16, 0).trajectories)
+    full = _searched_in_full(trajectories)
+    assert 0.1 < full.mean() < 0.55  # one coin per step of the whole batch: a loose band
+    for t in trajectories:
+        assert t.legal_actions[np.arange(len(t.action)), t.action].all()
+    # Off (the default): every step keeps its target.
+    plain = cls(_config(game, "tic_tac_toe"), 0).run(_params(config), 16, 0).trajectories
+    assert _searched_in_full(plain).all()
+
+
+def test_playout_cap_settings_are_checked():
+    with pytest.raises(MooziError, match="full_search_share"):
+        _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.0})
+    with pytest.raises(MooziError, match="fast_simulations"):
+        _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.5, "planner.fast_simulations": 99})

@@ -26,7 +26,7 @@ from moozi.envs.base import EnvSpec, JaxEnv
 from moozi.envs.registry import make_env
 from moozi.errors import MooziError
 from moozi.training.anakin_segment import AnakinCarry, init_carry, make_segment
-from moozi.builders import env_key, env_options, env_spec, make_act, seed_key
+from moozi.builders import env_key, env_options, env_spec, make_self_play_act, seed_key
 from moozi.training.episodes import EpisodeRecorder, RolloutResult
 
 
@@ -34,7 +34,7 @@ def _program(config: Config):
     """The env, jitted segment and jitted start (`init_carry`) of a config's agent, shared by every
     worker in one process that plays the same game with the same act (`make_act` is memoized), so N
     inline workers (and tests) compile the segment once, not N times."""
-    return _segment_program(*env_key(config), make_act(config, env_spec(config), config.planner))
+    return _segment_program(*env_key(config), make_self_play_act(config, env_spec(config)))
 
 
 @functools.lru_cache(maxsize=8)

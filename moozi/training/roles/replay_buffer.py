@@ -14,7 +14,7 @@ import numpy as np
 from moozi.config import Config
 from moozi.core.replay import ReplayBuffer
 from moozi.core.types import sub_state
-from moozi.builders import env_spec, learns_chance_outcomes, symmetry_augment
+from moozi.builders import env_spec, learns_chance_outcomes, learns_territory, symmetry_augment
 from moozi.errors import MooziError
 from moozi.runs.checkpoint import load_arrays
 
@@ -26,7 +26,8 @@ class ReplayRole:
         # Stochastic MuZero's batches also carry the history inputs at t+1 .. t+K (its chance encoder's).
         self.buffer = ReplayBuffer(config.replay, config.targets, spec, seed=config.seed,
                                    augment=symmetry_augment(config, spec),
-                                   future_observations=learns_chance_outcomes(config))
+                                   future_observations=learns_chance_outcomes(config),
+                                   territory_targets=learns_territory(config, spec))
         self.added_steps = 0
         self.added_trajectories = 0
 

@@ -13,7 +13,7 @@ import time
 import jax
 import numpy as np
 
-from moozi.builders import env_spec, make_acting, make_vector_env, searches_env_state, seed_key
+from moozi.builders import env_spec, make_self_play_act, make_vector_env, searches_env_state, seed_key
 from moozi.config import Config, epsilon_at
 from moozi.core.history import HistoryState, init_history
 from moozi.core.types import Trajectory, sub_state
@@ -34,7 +34,8 @@ class TrainingRolloutWorker:
         # Distinct env seeds per worker; env i of worker w gets env_seed + i.
         self.env_seed = config.seed * 1_000_003 + worker_index * self.num_envs
         self.env = make_vector_env(config, self.num_envs, self.env_seed, config.env.num_processes)
-        self._act = make_acting(config, self.spec, config.planner)
+        # jax.jit caches by the function it wraps: without playout cap randomisation this is make_acting's program.
+        self._act = jax.jit(make_self_play_act(config, self.spec))
         self._needs_env_state = searches_env_state(config)
         self._rng = seed_key(config.seed, 1, worker_index)
         self._history = init_history(self.num_envs, config.targets.history_length, self.spec.obs_shape)

@@ -10,9 +10,23 @@ import numpy as np
 from moozi.builders import env_spec, make_acting, make_vector_env, searches_env_state
 from moozi.config import Config
 from moozi.core.planner import greedy_planner_config
+from moozi.core.territory import final_ownership_and_score
 from moozi.evaluation.intervals import wilson_interval
 from moozi.evaluation.vector_matches import play_batch, random_opponent
 from moozi.evaluation.position_eval import CONNECT_FOUR_GAMES, PositionsEvaluator, test_positions
+
+
+def area_metrics(played, territory) -> dict[str, float]:
+    """Territory games (Go): the agent's final area margin (komi included) and its own area, on the
+    Tromp-Taylor count of each finished test game's last board, from the agent's side. They keep
+    moving after the win rate against a random mover saturates: a stronger agent leaves it less."""
+    finished = played.finished
+    if not finished.any():
+        return {}
+    ownership, margin = jax.vmap(lambda o: final_ownership_and_score(o, territory))(played.final_obs[finished])
+    sign = np.where(played.final_to_play[finished] == played.agent_seat[finished], 1.0, -1.0)
+    own_area = np.sum(np.asarray(ownership) * sign[:, None, None] > 0, axis=(1, 2))
+    return {"test_area_margin": float(np.mean(np.asarray(margin) * sign)), "test_own_area": float(np.mean(own_area))}
 
 
 class TestingRolloutWorker:
@@ -24,6 +38,7 @@ class TestingRolloutWorker:
     ends, so a test costs one batched search per step. Connect Four also
     measures the greedy move on a fixed subset of the solver-labelled
     positions (`test_solver_*`, `test_value_sign_accuracy`; moozi/evaluation/).
+    Go also reports the area left to it (`test_area_margin`, `test_own_area`; `area_metrics`).
     """
 
     __test__ = False  # a role, not a pytest test class (its name starts with Test)
@@ -68,6 +83,8 @@ class TestingRolloutWorker:
                 "test_draw_rate": float(np.mean(outcome == 0)),
                 "test_loss_rate": float(np.mean(outcome < 0)),
             }
+            if spec.territory is not None:
+                metrics.update(area_metrics(played, spec.territory))
             if self._positions is not None and not self._cancelled.is_set():
                 metrics.update(self._position_metrics(params, episodes, jax.random.key(seed)))
             return metrics
