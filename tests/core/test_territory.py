@@ -211,3 +211,28 @@ def test_openspiel_go_margin_agrees_with_its_returns():
         _, margin = final_ownership_and_score(step.obs, env.spec.territory)
         # step.reward is the reward of the player who just moved, the opponent of the one to move.
         assert np.sign(float(margin)) == -np.sign(float(step.reward))
+
+
+def test_loss_terms_by_hand():
+    """Ownership: the mean over points of the binary cross-entropy of sigmoid(logit) against (1 + z) / 2;
+    score: the squared error of the margin over the board's points."""
+    from types import SimpleNamespace
+
+    from moozi.core.loss import LossConfig, territory_terms
+
+    logits = jnp.array([[[0.0, 2.0], [-1.0, 0.5]]])  # [1, 2, 2]
+    ownership = jnp.array([[[1.0, -1.0], [0.0, 1.0]]])
+    batch = SimpleNamespace(ownership=ownership, score_margin=jnp.array([2.0]))
+    root = SimpleNamespace(ownership_logits=logits, score=jnp.array([0.25]))
+    own_term, score_term, metrics = territory_terms(LossConfig(ownership_coef=1.5, score_coef=0.5), batch, root)
+
+    def bce(x, y):
+        p = 1 / (1 + np.exp(-x))
+        return -(y * np.log(p) + (1 - y) * np.log(1 - p))
+
+    expected = np.mean([bce(0.0, 1.0), bce(2.0, 0.0), bce(-1.0, 0.5), bce(0.5, 1.0)])
+    assert float(own_term[0]) == pytest.approx(expected, rel=1e-5)
+    assert float(score_term[0]) == pytest.approx((0.25 - 2.0 / 4) ** 2)
+    # Owned points: (0,0) logit 0 has sign 0 (wrong), (0,1) wrong sign, (1,1) right: 1 of 3.
+    assert float(metrics["ownership_accuracy"]) == pytest.approx(1 / 3)
+    assert float(metrics["score_error_points"]) == pytest.approx(0.25 * 4)
