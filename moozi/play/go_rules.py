@@ -157,12 +157,20 @@ def area(board: np.ndarray, sign: int) -> int:
 
 
 def own_eyes(board: np.ndarray, sign: int) -> np.ndarray:
-    """[row, column] bool: the empty points whose every on-board orthogonal neighbour is a stone of
-    `sign` (+1 black, -1 white). Filling one only takes a liberty from that player's own group, and
-    a group that fills its last two such eyes dies."""
+    """[row, column] bool: the true single-point eyes of `sign` (+1 black, -1 white): empty points whose
+    every on-board orthogonal neighbour is a stone of `sign`, and whose diagonals the opponent does not
+    hold enough of to make the eye false (two of four in the middle of the board, one on the edge or in
+    the corner: the playout rule of Go programs since GNU Go's Monte Carlo mode and Pachi). Filling a
+    true eye only takes a liberty from the player's own group, and a group that fills its last two
+    dies; a false eye may have to be filled to connect, so the search keeps that choice."""
     own = np.pad(board == sign, 1, constant_values=True)  # off the board counts as surrounded
     surrounded = own[:-2, 1:-1] & own[2:, 1:-1] & own[1:-1, :-2] & own[1:-1, 2:]
-    return (board == 0) & surrounded
+    theirs = np.pad(board == -sign, 1, constant_values=False).astype(np.int8)
+    on_board = np.pad(np.ones(board.shape, np.int8), 1)
+    held = theirs[:-2, :-2] + theirs[:-2, 2:] + theirs[2:, :-2] + theirs[2:, 2:]
+    diagonals = on_board[:-2, :-2] + on_board[:-2, 2:] + on_board[2:, :-2] + on_board[2:, 2:]
+    false = (held >= 2) | ((diagonals < 4) & (held >= 1))
+    return (board == 0) & surrounded & ~false
 
 
 def format_score(score: float) -> str:

@@ -117,6 +117,23 @@ def test_own_eyes_are_empty_points_surrounded_by_one_colour_on_the_board():
     assert not own_eyes(np.zeros((5, 5), np.int8), 1).any()
 
 
+def test_false_eyes_are_not_eyes():
+    """Two opponent diagonals in the middle of the board, or one on the edge, make an eye false: it may
+    have to be filled to connect, so the rule leaves it to the search."""
+    board = np.zeros((5, 5), np.int8)
+    for point in ((1, 2), (3, 2), (2, 1), (2, 3)):
+        board[point] = 1  # black around C3
+    board[1, 1] = -1
+    assert own_eyes(board, 1)[2, 2]  # one white diagonal: still an eye
+    board[3, 3] = -1
+    assert not own_eyes(board, 1)[2, 2]  # two: false
+    edge = np.zeros((5, 5), np.int8)
+    edge[0, 1] = edge[0, 3] = edge[1, 2] = 1  # black around C1 on the edge
+    assert own_eyes(edge, 1)[0, 2]
+    edge[1, 1] = -1
+    assert not own_eyes(edge, 1)[0, 2]  # one white diagonal on the edge: false
+
+
 def test_no_eye_fill_never_offers_an_own_eye_while_the_game_goes_on():
     # Black B1 and A2 make A1 black's eye; white played last (not a pass).
     state = _state(B1, 40, A2, 50)
