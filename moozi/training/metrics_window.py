@@ -110,22 +110,55 @@ def remaining_seconds(train, counters: Counters, elapsed: float) -> float | None
     return None
 
 
-_PROGRESS = (
-    ("total_loss", "loss"),
-    ("episode_return", "return"),
-    ("test_return", "test"),
-    ("test_win_rate", "win"),
-    ("env_steps_per_s", "env/s"),
-)
+PROGRESS_WIDTH = 79
+"""The progress line's most columns: it fits an 80-column terminal (where a longer line wraps and
+the `\r` redraw then stacks lines instead of replacing one)."""
+
+
+def _number(value: float) -> str:
+    """A metric for the progress line: three significant digits, or a whole number with thousands
+    separators from 1,000 up (1.23e+04 reads worse than 12,345)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def progress_line(elapsed: float, counters: Counters, metrics: dict, remaining: float | None = None) -> str:
+    """The progress line: time and ETA, the counters (with thousands separators) and the last
+    metrics, at most PROGRESS_WIDTH columns. "win vs random" is the in-training test's share of
+    games won against the uniformly random player (two-player games). Where the parts do not fit,
+    the least needed go first: the speed, the self-play return beside a test result, the updates."""
+    eta = "" if remaining is None else f" ETA {clock(max(remaining, 0))}"
+    tested = any(metrics.get(key) is not None and math.isfinite(metrics[key]) for key in ("test_return", "test_win_rate"))
+    parts = [  # (text, rank): the lowest rank is dropped first; None: always kept
+        (f"{clock(elapsed)}{eta}", None),
+        (f"upd {counters.updates:,}", 3),
+        (f"env {counters.env_steps:,}", 6),
+    ]
+    formats = (
+        ("total_loss", lambda v: f"loss {_number(v)}", 4),
+        ("episode_return", lambda v: f"return {_number(v)}", 2 if tested else 5),
+        ("test_return", lambda v: f"test {_number(v)}", 5),
+        ("test_win_rate", lambda v: f"win vs random {100 * v:.0f}%", 5),
+        ("env_steps_per_s", lambda v: f"{_number(v)} env/s", 1),
+    )
+    for key, text, rank in formats:
+        value = metrics.get(key)
+        if value is not None and math.isfinite(value):
+            parts.append((text(value), rank))
+    ranks = sorted({rank for _, rank in parts if rank is not None})
+    line = "  ".join(text for text, _ in parts)
+    for dropped in ranks:
+        if len(line) <= PROGRESS_WIDTH:
+            break
+        parts = [(text, rank) for text, rank in parts if rank != dropped]
+        line = "  ".join(text for text, _ in parts)
+    return line[:PROGRESS_WIDTH]
 
 
 def print_progress(elapsed: float, counters: Counters, metrics: dict, remaining: float | None = None) -> None:
-    """The progress line on stderr (redrawn in place on a terminal): time, ETA, counters, the last metrics."""
-    eta = "" if remaining is None else f" ETA {clock(max(remaining, 0))}"
-    parts = [f"{clock(elapsed)}{eta}", f"upd {counters.updates}", f"env {counters.env_steps}"]
-    for key, label in _PROGRESS:
-        value = metrics.get(key)
-        if value is not None and math.isfinite(value):
-            parts.append(f"{label} {value:.3g}")
-    end = "\r" if sys.stderr.isatty() else "\n"
-    print(" | ".join(parts).ljust(100), end=end, file=sys.stderr, flush=True)
+    """The progress line on stderr (`progress_line`), redrawn in place on a terminal (padded to
+    PROGRESS_WIDTH to cover a longer line before it)."""
+    line = progress_line(elapsed, counters, metrics, remaining)
+    if sys.stderr.isatty():
+        print(line.ljust(PROGRESS_WIDTH), end="\r", file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
