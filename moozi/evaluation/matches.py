@@ -42,7 +42,8 @@ __all__ = [
 
 OPPONENT_FORMS = (
     "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only), "
-    "run:DIR (another trained run) or gnugo[:LEVEL] (go: GNU Go through GTP, level 1 by default)"
+    "run:DIR (another trained run), pipcount (backgammon only: a greedy pip-count bot) or gnugo[:LEVEL] "
+    "(go: GNU Go through GTP, level 1 by default)"
 )
 
 # minimax solves the whole game first; beyond these bounds that is hopeless (connect_four

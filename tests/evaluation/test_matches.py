@@ -214,6 +214,13 @@ def test_bad_opponent_specs_say_what_is_allowed(spec, message):
         make_opponent(spec, TTT, 0, 0)
 
 
+def test_unknown_opponent_error_names_every_opponent():
+    with pytest.raises(MooziError) as caught:
+        make_opponent("alphabeta", TTT, 0, 0)
+    for form in ("random", "minimax", "mcts:N", "solver", "run:DIR", "pipcount", "gnugo[:LEVEL]"):
+        assert form in str(caught.value), form
+
+
 def test_bad_spec_fails_before_any_game_is_played():
     agent = SeatRecordingAgent()
     with pytest.raises(MooziError):
