@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 _RULES = {"rows": 6, "columns": 7, "x_in_row": 4}  # the only board bitbully solves
-_INSTALL = 'pip install "moozi[solvers]"'
+_INSTALL = 'pip install -e ".[solvers]" (in the moozi checkout)'
 
 
 def _bitbully():

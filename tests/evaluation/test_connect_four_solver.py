@@ -162,9 +162,9 @@ def test_a_missing_solver_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "bitbully", None)  # `import bitbully` now raises ImportError
     c4._engine.cache_clear()
     try:
-        with pytest.raises(MooziError, match=r'pip install "moozi\[solvers\]"'):
+        with pytest.raises(MooziError, match=r'pip install -e "\.\[solvers\]" \(in the moozi checkout\)'):
             c4.score_moves([])
-        with pytest.raises(MooziError, match=r'pip install "moozi\[solvers\]"'):
+        with pytest.raises(MooziError, match=r'pip install -e "\.\[solvers\]" \(in the moozi checkout\)'):
             make_opponent("solver", GAME, 0, 0)
     finally:
         c4._engine.cache_clear()

@@ -24,6 +24,6 @@ def make_backend(kind: str, config: BackendConfig) -> Backend:
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise MooziError("the ray backend needs Ray: pip install 'moozi[ray]'") from None
+            raise MooziError("the ray backend needs Ray: pip install -e \".[ray]\" (in the moozi checkout)") from None
         return RayBackend(config)
     raise MooziError(f"unknown backend {kind!r}: allowed are inline, ray")
