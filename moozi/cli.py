@@ -13,6 +13,7 @@ import pathlib
 import sys
 import time
 
+from moozi._version import __version__
 from moozi.errors import MooziError
 
 
@@ -26,8 +27,12 @@ _SIMULATIONS_HELP = ("MuZero / AlphaZero: simulations of the agent's search per 
                      "planner.play_simulations, else its planner.num_simulations)")
 
 
+_JSON_STDOUT = "-"  # `eval --json` without a path
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="moozi", description="A general game-playing system that learns to plan (MuZero in JAX).")
+    parser.add_argument("--version", action="version", version=f"moozi {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = sub.add_parser("train", help="train an agent on a game")
@@ -38,9 +43,16 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="where to write the run (default runs/<game>-<time>)")
     train.add_argument("--backend", choices=("inline", "ray"), default=None, help="where the roles run (default inline)")
     train.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local one")
-    train.add_argument("--seed", type=int, default=None)
-    train.add_argument("--max-minutes", type=float, default=None)
-    train.add_argument("--max-env-steps", type=int, default=None)
+    train.add_argument("--seed", type=int, default=None,
+                       help="the run's seed: parameters, self-play and the tests follow from it (default: the config's "
+                       "seed, 0)")
+    train.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                       help="stop after M minutes of this invocation (train.max_minutes): a --resume'd run gets M "
+                       "more minutes, counted from its restart, so an optimizer.decay_over=run schedule timed by "
+                       "minutes starts over on resume")
+    train.add_argument("--max-env-steps", type=int, default=None, metavar="N",
+                       help="stop once the whole run has taken N env steps, those before a --resume included "
+                       "(train.max_env_steps): a decay_over=run schedule over env steps continues on resume")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its latest checkpoint")
     train.add_argument("--quiet", action="store_true", help="no progress line")
     train.add_argument("--json", action="store_true", help="end with the run's summary as one JSON line instead of words")
@@ -78,8 +90,13 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--opening-moves", type=int, default=0, metavar="N",
                     help="start each pair of games (one per seat) N uniformly random plies in: "
                     "greedy players otherwise repeat the same two games (not with --ladder)")
-    ev.add_argument("--json", dest="json_file", default=None,
-                    help="also write the result here (default RUN/eval-<opponent>.json, or RUN/ladder.json with the PNG beside it)")
+    ev.add_argument("--json", dest="json_file", nargs="?", const=_JSON_STDOUT, default=None, metavar="PATH",
+                    help="with PATH: write the result there instead of to its default file. Alone (after RUN): "
+                    "the default file is written as always and the result ends stdout as one JSON line instead of "
+                    "the table, as `moozi train --json` ends with its summary. The default file: "
+                    "RUN/eval-<opponent>.json for two players, RUN/eval-greedy.json for one, with -sampled for "
+                    "--sample (RUN/eval-<opponent>-sampled.json, RUN/eval-sampled.json); RUN/eval-positions.json "
+                    "with --positions; RUN/ladder.json, with the PNG beside it, with --ladder")
     ev.add_argument("--positions", action="store_true",
                     help="connect_four: the greedy move on every solver-labelled position (share that keeps the "
                     "result, share of best moves, per phase, next to a random mover; the value's sign "
@@ -148,7 +165,10 @@ def _cmd_train(args) -> int:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in args.game)
         run_dir = pathlib.Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
     driver = Driver(config, run_dir, resume=args.resume, progress=not args.quiet)
-    print(f"device: {driver.device}", file=sys.stderr)  # also RUN/summary.json's "device"
+    # One line, before the first iteration's compiling (up to a minute on a CPU): the device (also
+    # RUN/summary.json's "device") and where the run goes.
+    compiling = "" if args.quiet else "; compiling, the first progress line within about a minute"
+    print(f"device: {driver.device}; run: {run_dir}{compiling}", file=sys.stderr)
     try:
         summary = driver.run()
     finally:
@@ -214,12 +234,33 @@ def _cmd_eval(args) -> int:
         print(f"{games} episodes of {agent.config.game}, each cut after {max_steps:,} steps")
         result = evaluate(agent, agent.config.game, opponent, games, args.seed, opening_moves=args.opening_moves,
                           max_steps=max_steps, progress=print_episode_progress)
-    print(result.format_table())
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in opponent)
-    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / f"eval-{safe}.json"
-    path.write_text(result.to_json() + "\n")
-    print(f"written {path}")
+    sampled = "-sampled" if agent.sample else ""
+    if agent.spec.is_two_player or level is not None:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in opponent)
+        name = f"eval-{safe}{sampled}.json"
+    else:  # no opponent: greedy and sampled play each keep their own file
+        name = "eval-sampled.json" if agent.sample else "eval-greedy.json"
+    _write_result(args, result, pathlib.Path(args.run_dir) / name)
     return 0
+
+
+def _write_result(args, result, default: pathlib.Path) -> pathlib.Path:
+    """Writes an eval's result file (--json PATH, else `default`) and prints the table, or with a bare
+    --json the result as stdout's last line, in one JSON line (as `moozi train --json`)."""
+    as_json = args.json_file == _JSON_STDOUT
+    path = default if args.json_file in (None, _JSON_STDOUT) else pathlib.Path(args.json_file)
+    text = result.to_json()
+    if not as_json:
+        print(result.format_table())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    except OSError as e:
+        raise MooziError(f"cannot write {path}: {e.strerror or e}") from None
+    print(f"written {path}", file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps(json.loads(text)))
+    return path
 
 
 def _searching(agent) -> str:
@@ -243,13 +284,7 @@ def _cmd_positions(args) -> int:
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
     print(f"checkpoint {agent.checkpoint}{_searching(agent)}")
     result = evaluate_agent_on_positions(agent, seed=args.seed)
-    print(result.format_table())
-    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "eval-positions.json"
-    try:
-        path.write_text(result.to_json() + "\n")
-    except OSError as e:
-        raise MooziError(f"cannot write {path}: {e.strerror or e}") from None
-    print(f"written {path}")
+    _write_result(args, result, pathlib.Path(args.run_dir) / "eval-positions.json")
     return 0
 
 
@@ -266,16 +301,12 @@ def _cmd_ladder(args) -> int:
         seed=args.seed,
         progress=ladder.print_progress,
     )
-    print(result.format_table())
-    path = pathlib.Path(args.json_file) if args.json_file else pathlib.Path(args.run_dir) / "ladder.json"
+    path = _write_result(args, result, pathlib.Path(args.run_dir) / "ladder.json")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(result.to_json() + "\n")
         png = ladder.write_ladder_png(result, path.with_suffix(".png"))
     except OSError as e:
-        raise MooziError(f"cannot write the ladder to {path}: {e.strerror or e}") from None
-    print(f"written {path}")
-    print(f"written {png}")
+        raise MooziError(f"cannot write the ladder's picture beside {path}: {e.strerror or e}") from None
+    print(f"written {png}", file=sys.stderr if args.json_file == _JSON_STDOUT else sys.stdout)
     return 0
 
 
@@ -330,8 +361,17 @@ def _cmd_games(args) -> int:
         items = entries.items() if isinstance(entries, dict) else ((name, None) for name in entries)
         for name, value in items:
             if isinstance(value, (list, tuple)):
-                names = textwrap.fill(", ".join(value), width=100, initial_indent="    ", subsequent_indent="    ")
-                print(f"  {name} ({len(value)}):\n{names}")
+                note = _LIBRARY_NOTES.get(name, "")
+                if name == "gym":
+                    playable = _playable("gym", value)
+                    refused = len(value) - len(playable)
+                    value = playable
+                    note = (f" playable; {refused} more registered ids are not here: continuous actions, an "
+                            "observation space moozi does not read, or a package this install lacks"
+                            if refused else "")
+                print(textwrap.fill(f"{name} ({len(value)}{note}):", width=100, initial_indent="  ",
+                                    subsequent_indent="    "))
+                print(textwrap.fill(", ".join(value), width=100, initial_indent="    ", subsequent_indent="    "))
             elif value is None:
                 print(f"  {name}")
             else:
@@ -341,6 +381,35 @@ def _cmd_games(args) -> int:
     for library in sorted(LIBRARY_PRESETS):
         print(f"every {library}:<game> without a preset of its own gets the {library} preset (moozi/config/presets.py)")
     return 0
+
+
+# Libraries whose list `moozi games` does not filter (building each game would be slow, or download data).
+# A library whose list `moozi games` does not filter (building each of its games takes seconds, and
+# one, MNISTBandit, downloads a data set) gets a note instead.
+_LIBRARY_NOTES = {"gymnax": "; those with continuous actions are refused when made"}
+
+
+def _playable(library: str, names) -> list[str]:
+    """The games of `names` that `make_env` builds here: a library's registry also holds ids it refuses
+    (continuous actions) or cannot build without another package. For libraries whose games build
+    in milliseconds (Gymnasium's: 58 in about 0.05 s)."""
+    import warnings
+
+    from moozi.envs.registry import make_env
+
+    playable = []
+    for name in names:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # Gymnasium's "out of date" notices
+                env = make_env(f"{library}:{name}")
+        except (MooziError, ImportError):
+            continue
+        playable.append(name)
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+    return playable
 
 
 DEFAULT_COMPILATION_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "moozi", "jax")

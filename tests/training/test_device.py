@@ -72,7 +72,8 @@ def test_train_prints_and_records_the_device(tmp_path, capsys, restore_default_d
                  "--set", "train.test_every_updates=0"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert f"device: {CPU} (cpu)" in captured.err.splitlines()
+    # One line, before the compiling: the device and where the run goes.
+    assert f"device: {CPU} (cpu); run: {run_dir}" in captured.err.splitlines()
     assert json.loads(captured.out.strip().splitlines()[-1])["device"] == f"{CPU} (cpu)"
     assert json.loads((run_dir / "summary.json").read_text())["device"] == f"{CPU} (cpu)"
     assert json.loads((run_dir / "config.json").read_text())["backend"]["device"] == "cpu"
