@@ -66,7 +66,7 @@ class _Library:
     validates_names: bool = False  # the bridge raises UnknownGameError itself (with close matches)
 
 
-_CORE = "pip install moozi  (it is a core dependency)"
+_CORE = 'pip install -e .  (in the moozi checkout: it is a core dependency)'
 _LIBRARIES: dict[str, _Library] = {
     # OpenSpiel's known_games() lists only the playable games, but a known yet
     # unplayable game (simultaneous moves, ...) must say why: the bridge checks names.
@@ -74,11 +74,11 @@ _LIBRARIES: dict[str, _Library] = {
     "minatar": _Library("moozi.envs.minatar", "make", "known_games", ("minatar",), _CORE, False),
     "gym": _Library("moozi.envs.gym", "make_gym", "known_gym_games", ("gymnasium",), _CORE, False, True),
     "atari": _Library(
-        "moozi.envs.gym", "make_atari", "known_atari_games", ("gymnasium", "ale_py"), "pip install 'moozi[atari]'", False,
+        "moozi.envs.gym", "make_atari", "known_atari_games", ("gymnasium", "ale_py"), 'pip install -e ".[atari]" (in the moozi checkout)', False,
         True,
     ),
-    "pgx": _Library("moozi.envs.pgx", "make", "known_games", ("pgx",), "pip install 'moozi[jax-envs]'", True),
-    "gymnax": _Library("moozi.envs.gymnax", "make", "known_games", ("gymnax",), "pip install 'moozi[jax-envs]'", True),
+    "pgx": _Library("moozi.envs.pgx", "make", "known_games", ("pgx",), 'pip install -e ".[jax-envs]" (in the moozi checkout)', True),
+    "gymnax": _Library("moozi.envs.gymnax", "make", "known_games", ("gymnax",), 'pip install -e ".[jax-envs]" (in the moozi checkout)', True),
 }
 
 

@@ -117,7 +117,7 @@ def fake_library(monkeypatch, tmp_path):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     library = registry._Library(
-        "fake_bridge", "make", "known_games", ("moozi_fake_extra_pkg",), "pip install 'moozi[jax-envs]'", True
+        "fake_bridge", "make", "known_games", ("moozi_fake_extra_pkg",), 'pip install -e ".[jax-envs]" (in the moozi checkout)', True
     )
     monkeypatch.setitem(registry._LIBRARIES, "fake", library)
     return library
@@ -127,7 +127,7 @@ def test_missing_extra_names_the_install_command(fake_library):
     with pytest.raises(MooziError) as info:
         make_env("fake:alpha")
     assert str(info.value) == (
-        "fake games need the Python package 'moozi_fake_extra_pkg': pip install 'moozi[jax-envs]'"
+        "fake games need the Python package 'moozi_fake_extra_pkg': pip install -e \".[jax-envs]\" (in the moozi checkout)"
     )
 
 
@@ -141,7 +141,7 @@ def test_missing_extra_of_a_real_library(monkeypatch):
         pytest.skip("moozi.envs.pgx is not written yet")
     monkeypatch.delitem(sys.modules, "moozi.envs.pgx", raising=False)
     monkeypatch.setitem(sys.modules, "pgx", None)  # makes `import pgx` fail as if not installed
-    with pytest.raises(MooziError, match=r"moozi\[jax-envs\]"):
+    with pytest.raises(MooziError, match=r'pip install -e "\.\[jax-envs\]"'):
         make_env("pgx:tic_tac_toe")
 
 
