@@ -15,6 +15,15 @@ TINY_GO9 = {
     "train.test_every_updates": "1000",
 }
 
+# AlphaZero mode's go9 preset has a convolutional policy head and ownership heads: a tiny residual
+# network instead of the MLP.
+TINY_GO9_ALPHAZERO = {
+    **{key: value for key, value in TINY_GO9.items() if key != "network.kind"},
+    "network.channels": "4",
+    "network.representation_blocks": "1",
+    "network.dynamics_blocks": "1",
+}
+
 _BUILT = {}
 
 
@@ -22,7 +31,8 @@ def tiny_go9_run(tmp_path_factory, agent: str = "muzero"):
     """The run directory (trained on first use in this test session); agent=alphazero trains on pgx's go."""
     if agent not in _BUILT:
         run_dir = tmp_path_factory.mktemp(f"tiny_go9_{agent}") / "run"
-        summary = run_driver(build_config("go9", overrides={**TINY_GO9, "agent": agent}), run_dir)
+        tiny = TINY_GO9_ALPHAZERO if agent == "alphazero" else TINY_GO9
+        summary = run_driver(build_config("go9", overrides={**tiny, "agent": agent}), run_dir)
         assert summary["updates"] > 0, summary
         _BUILT[agent] = run_dir
     return _BUILT[agent]
