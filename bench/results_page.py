@@ -404,20 +404,32 @@ def _gnugo(run: dict) -> tuple[str, dict] | None:
     return None
 
 
+def _area(match: dict) -> str:
+    """'own area in N of M; median margin X' where the match recorded each game's own area, else '—'."""
+    areas = match.get("own_area")
+    if not areas:
+        return "—"
+    scored = [m for m in match.get("margins", []) if m is not None]
+    median = f"; median margin {statistics.median(scored):+g}" if scored else ""
+    return f"own area in {sum(a > 0 for a in areas)} of {len(areas)}{median}"
+
+
 def go9_section(results: Results) -> tuple[list[str], Row | None]:
     runs = results.go9
     if not runs:
         return [], None
     lines = ["## Go 9×9", "",
              "The go9 preset (9×9, komi 7.5) trained for the minutes given; its checkpoint then plays a random",
-             "mover (both seats) and GNU Go through `bench/gtp_match.py` (colours alternating, Chinese rules,",
-             "scored by the referee's area count; docs/go.md). Margins are from the agent's side: positive when it",
-             "won by that many points. Win rates with their 95% Wilson interval. The GNU Go games' lengths (fewest",
-             "and most moves) and in how many of them the agent passed before GNU Go had passed.", ""]
+             "mover (both seats) and GNU Go (colours alternating, Chinese rules, `--capture-all-dead`, scored by",
+             "the referee's Tromp–Taylor area count; docs/go.md). Margins are from the agent's side: positive when",
+             "it won by that many points. Win rates with their 95% Wilson interval. The GNU Go games' lengths (fewest",
+             "and most moves) and in how many of them the agent passed before GNU Go had passed; where recorded, in",
+             "how many the agent ended with area of its own, and the median margin.", ""]
     rows = []
     for name, report, run in runs:
         vs_random = run["vs_random"]
         gnugo = _gnugo(run)
+        area = "—"
         if gnugo:
             opponent, match = gnugo
             margins = ", ".join("not scored" if m is None else f"{m:+g}" for m in match.get("margins", []))
@@ -426,24 +438,28 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
             length = f"{min(moves)}-{max(moves)}" if moves else "—"
             passed_first = match.get("agent_passed_first")
             conduct = f"{length}; {'—' if passed_first is None else passed_first} of {match['games']}"
+            area = _area(match)
         else:
             versus = conduct = "not played"
         rows.append([AGENT_NAMES[run["agent"]], str(run["seed"]), num(run["minutes"], 1), count(run.get("updates")),
                      count(run.get("env_steps")), f"{wdl(vs_random)} of {vs_random['games']}",
-                     interval(wilson_interval(vs_random["wins"], vs_random["games"])), versus, conduct,
+                     interval(wilson_interval(vs_random["wins"], vs_random["games"])), versus, conduct, area,
                      gflops(report, run), file_link(name)])
     lines += table(["agent", "seed", "minutes", "updates", "env steps", "vs random (W-D-L)", "win rate, 95%",
-                    "vs GNU Go: wins (margins)", "those games' moves; passed before GNU Go", "matmul GFLOP/s", "file"],
-                   rows)
+                    "vs GNU Go: wins (margins)", "those games' moves; passed before GNU Go", "area and median margin",
+                    "matmul GFLOP/s", "file"], rows)
+    # The summary row: the newest run of the preset's agent (files are read in name order, dated first).
     preset = [r for r in runs if r[2]["agent"] == PRESET_AGENT["go9"]] or runs
-    _, _, run = preset[0]
+    _, _, run = preset[-1]
     vs_random = run["vs_random"]
     result = f"{wdl(vs_random)} in {vs_random['games']} games vs random"
     gnugo = _gnugo(run)
     if gnugo:
         result += f"; {gnugo[0]}: {gnugo[1]['wins']} wins in {gnugo[1]['games']}"
+        if gnugo[1].get("own_area"):
+            result += f", {_area(gnugo[1])}"
     low, high = wilson_interval(vs_random["wins"], vs_random["games"])
-    row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, str(len({r[2]["seed"] for r in preset})),
+    row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, "1",
               f"win rate vs random {low:.0%}-{high:.0%} (Wilson)", num(run["minutes"], 1), "—")
     return lines, row
 

@@ -69,7 +69,19 @@ def test_a_go9_run_in_a_learning_report_reads_the_same():
                                     "wins": 1, "draws": 0, "games": 10, "margins": [-12.5, 3.5, None],
                                     "moves": [80, 61, 120], "agent_passed_first": 1}}]}
     page, _ = results_page.build([*results_page.read_files(), ("go9.json", report)], _published())
-    assert "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored) | 61-120; 1 of 10 | 99.0 |" in page
+    assert "GNU Go level 1: 1 of 10 (-12.5, +3.5, not scored) | 61-120; 1 of 10 | — | 99.0 |" in page
+
+
+def test_a_go9_file_with_areas_names_them_and_the_newest_run_leads_the_row():
+    files = [(name, data) for name, data in results_page.read_files() if "go9" not in name]
+    newer = {**GO9_FLAT, "seed": 3, "vs_gnugo_level1": {"wins": 2, "games": 4, "margins": [-30.5, 4.5, -12.5, 20.5],
+                                                        "own_area": [12, 30, 0, 41], "moves": [90, 100, 110, 120],
+                                                        "agent_passed_first": 0}}
+    page, table = results_page.build([*files, ("2026-11-27-go9-alphazero-seed0.json", GO9_FLAT),
+                                      ("2026-12-06-go9-alphazero-seed3.json", newer)], _published())
+    assert "| 90-120; 0 of 4 | own area in 3 of 4; median margin -4 |" in page
+    row = next(line for line in table if line.startswith("| Go 9×9 |"))
+    assert "GNU Go level 1: 2 wins in 4, own area in 3 of 4; median margin -4" in row
 
 
 def test_a_file_no_adapter_reads_is_refused():
