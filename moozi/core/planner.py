@@ -74,7 +74,8 @@ class PlannerConfig:
     envs (KataGo draws per move). 1.0 (the default): every move gets the full search. Training
     self-play only: the in-training test, evaluation and play always search in full."""
     fast_simulations: int = 8
-    """Simulations of the fast searches of playout cap randomisation (`full_search_share` < 1)."""
+    """Simulations of the fast searches of playout cap randomisation (`full_search_share` < 1); never
+    more than `num_simulations` (a run with fewer full simulations searches every move with those)."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""
     pb_c_base: float = 19652.0
@@ -128,9 +129,8 @@ class PlannerConfig:
             raise MooziError(f"planner.play_pass_rule={self.play_pass_rule!r}; allowed: {', '.join(PASS_RULES)}")
         if not 0.0 < self.full_search_share <= 1.0:
             raise MooziError(f"planner.full_search_share must lie in (0, 1] (1: every move searched in full), got {self.full_search_share}")
-        if self.full_search_share < 1.0 and not 1 <= self.fast_simulations <= self.num_simulations:
-            raise MooziError(f"planner.fast_simulations must lie in [1, num_simulations={self.num_simulations}], "
-                             f"got {self.fast_simulations}")
+        if self.fast_simulations < 1:
+            raise MooziError(f"planner.fast_simulations must be >= 1, got {self.fast_simulations}")
         if self.play_simulations is not None and self.play_simulations < 1:
             raise MooziError(f"planner.play_simulations must be >= 1 (or unset: num_simulations), got {self.play_simulations}")
         if not 0.0 <= self.dirichlet_fraction <= 1.0:
@@ -479,7 +479,8 @@ def fast_planner_config(config: PlannerConfig) -> PlannerConfig | None:
     """The fast search of playout cap randomisation (`full_search_share` < 1), or None where it is off."""
     if config.full_search_share >= 1.0:
         return None
-    return dataclasses.replace(config, num_simulations=config.fast_simulations, full_search_share=1.0)
+    return dataclasses.replace(config, num_simulations=min(config.fast_simulations, config.num_simulations),
+                               full_search_share=1.0)
 
 
 def reanalyze_planner_config(config: PlannerConfig) -> PlannerConfig:

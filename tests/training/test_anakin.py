@@ -235,7 +235,13 @@ def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only(wo
 
 
 def test_playout_cap_settings_are_checked():
+    from moozi.core.planner import fast_planner_config
+
     with pytest.raises(MooziError, match="full_search_share"):
         _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.0})
     with pytest.raises(MooziError, match="fast_simulations"):
-        _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.5, "planner.fast_simulations": 99})
+        _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.5, "planner.fast_simulations": 0})
+    # The fast search never has more simulations than the full one (TINY's 4); off at a share of 1.
+    capped = _config("pgx:tic_tac_toe", "tic_tac_toe", **{"planner.full_search_share": 0.5, "planner.fast_simulations": 99})
+    assert fast_planner_config(capped.planner).num_simulations == 4
+    assert fast_planner_config(TTT.planner) is None
