@@ -109,16 +109,22 @@ def learns_territory(config: Config, spec: EnvSpec) -> bool:
     return wanted
 
 
-def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
+def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig, rules: tuple = ()) -> ActFn:
     """The pure, unjitted `act` (`moozi.core.acting.ActFn`) of the config's agent.
 
     The one place where the agent kind is chosen: training and testing workers,
     the Anakin segment, reanalyze, `load_agent` and the position evaluation all
-    build their acting here, each with its own planner config.
+    build their acting here, each with its own planner config. `rules` (AlphaZero only): bridge
+    options as sorted pairs on top of the config's, for a search over another variant of the game
+    (pgx's go with the komi and length of the OpenSpiel game an agent plays).
     """
     chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
+    alphazero_env = None
+    if config.agent == "alphazero":
+        game, options = env_key(config)
+        alphazero_env = (game, tuple(sorted({**dict(options), **dict(rules)}.items())))
     return _act(config.agent, build_network(config, spec), planner_config, spec, config.targets.history_length,
-                chance_outcomes, env_key(config) if config.agent == "alphazero" else None)
+                chance_outcomes, alphazero_env)
 
 
 # Built pieces are memoized by what they are built from (frozen dataclasses, all hashable). jax.jit
@@ -148,10 +154,10 @@ def make_self_play_act(config: Config, spec: EnvSpec) -> ActFn:
     return capped_act(act, make_act(config, spec, fast), config.planner.full_search_share)
 
 
-def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig) -> ActFn:
+def make_acting(config: Config, spec: EnvSpec, planner_config: PlannerConfig, rules: tuple = ()) -> ActFn:
     """`make_act`, jitted: one compiled program per batch shape, shared by every caller in the process
     that builds the same act."""
-    return jax.jit(make_act(config, spec, planner_config))
+    return jax.jit(make_act(config, spec, planner_config, rules))
 
 
 def make_vector_env(config: Config, num_envs: int, seed: int, num_processes: int = 1):

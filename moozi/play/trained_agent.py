@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import pathlib
 from typing import Any, NamedTuple
 
@@ -22,8 +21,7 @@ from moozi.runs.checkpoint import best_checkpoint, latest_checkpoint, load_check
 from moozi.config import Config, load_saved_config
 from moozi.core.train_step import agent_variables, init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
-from moozi.envs.registry import make_env, make_host_env
-from moozi.core.alphazero import make_alphazero_act
+from moozi.envs.registry import make_host_env
 from moozi.errors import MooziError
 from moozi.core.history import init_history
 from moozi.core.planner import play_planner_config
@@ -106,7 +104,7 @@ class Agent:
         if not self.needs_env_state:
             raise MooziError("only an AlphaZero agent searches with the game's rules; a MuZero agent's model is learned")
         variant = copy.copy(self)
-        variant._act = _alphazero_acting(self.config, self.spec, self.planner, tuple(sorted(options.items())))
+        variant._act = make_acting(self.config, self.spec, self.planner, tuple(sorted(options.items())))
         variant.last_search = None
         return variant
 
@@ -165,13 +163,6 @@ class ActorCriticAgent(Agent):
         self._key, key = jax.random.split(self._key)
         out = self._act(self.variables, np.asarray(step.obs)[None], np.asarray(step.legal_actions)[None], key)
         return history, int(out.action[0]), float(out.value[0])
-
-
-@functools.lru_cache(maxsize=8)
-def _alphazero_acting(config: Config, spec, planner, options: tuple):
-    """AlphaZero's jitted act over the run's game built with extra bridge `options` (sorted pairs)."""
-    env = make_env(config.game, **env_options(config), **dict(options))
-    return jax.jit(make_alphazero_act(env, build_network(config, spec), planner, spec))
 
 
 class EpisodeOutcome(NamedTuple):
