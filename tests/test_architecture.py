@@ -179,15 +179,70 @@ def test_the_agent_kind_is_chosen_in_builders_only():
     assert found == []
 
 
-def test_docs_architecture_names_every_module():
-    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    house = text[text.index("## The house"):]
-    house = house[house.index("```"):]
-    house = house[:house.index("```", 3)]
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", house))
-    missing = [str(path.relative_to(PACKAGE.parent)) for path in sorted(PACKAGE.rglob("*.py"))
-               if path.stem != "__init__" and path.stem not in words]
+def listed_modules(text: str) -> dict[str, set[str]]:
+    """docs/architecture.md's module list ("## The house", its first list): each item starts with a
+    folder in backticks (`moozi/` for the top level, else relative to it, e.g. `training/roles/`),
+    and every other backticked name in it (a bare lowercase identifier) is one of that folder's
+    modules; a folder may have more than one item. Returns folder ('' for the top level) -> modules."""
+    lines = text[text.index("## The house"):].splitlines()[1:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("- "))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    listed: dict[str, set[str]] = {}
+    for item in re.split(r"\n(?=\s*- )", "\n".join(lines[start:end])):
+        folder, *names = re.findall(r"`([^`]+)`", item)
+        assert folder.endswith("/"), f"an item of the module list starts with {folder!r}, not a folder: {item!r}"
+        folder = "" if folder == "moozi/" else folder.rstrip("/")
+        listed.setdefault(folder, set()).update(
+            name for name in names if re.fullmatch(r"_?[a-z][a-z0-9_]*", name) and name != "__init__")
+    return listed
+
+
+def package_modules() -> dict[str, set[str]]:
+    """Folder of moozi/ ('' for the top level) -> its modules (file stems, `__init__` aside)."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        folder = path.parent.relative_to(PACKAGE).as_posix()
+        modules = found.setdefault("" if folder == "." else folder, set())
+        if path.stem != "__init__":
+            modules.add(path.stem)
+    return found
+
+
+def list_mismatches(listed: dict[str, set[str]], actual: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+    """(modules of the package the list lacks, modules or folders the list names that are not there)."""
+    def where(folder: str, module: str) -> str:
+        return "/".join(["moozi", *([folder] if folder else []), f"{module}.py"])
+
+    missing = sorted(where(folder, m) for folder, modules in actual.items()
+                     for m in modules - listed.get(folder, set()))
+    missing += sorted(f"moozi/{folder}/" for folder in actual.keys() - listed.keys() if not actual[folder])
+    absent = sorted(where(folder, m) for folder, modules in listed.items()
+                    for m in modules - actual.get(folder, set()))
+    absent += sorted(f"moozi/{folder}/" for folder in listed.keys() - actual.keys())
+    return missing, absent
+
+
+def test_docs_architecture_lists_every_module_and_only_modules_that_exist():
+    listed = listed_modules((PACKAGE.parent / "docs" / "architecture.md").read_text())
+    missing, absent = list_mismatches(listed, package_modules())
     assert missing == [], f"docs/architecture.md's module list lacks {missing}"
+    assert absent == [], f"docs/architecture.md's module list names what moozi/ does not hold: {absent}"
+
+
+def test_the_module_list_check_catches_a_missing_and_a_stale_module():
+    text = """## The house
+
+- `moozi/`: `cli` and the moozi command (`moozi train`)
+- `core/`: `network`, `planner` (agent=muzero)
+  - `core/nested/`: `old_module`
+
+Afterwards, not the list: `gone`.
+"""
+    listed = listed_modules(text)
+    assert listed == {"": {"cli"}, "core": {"network", "planner"}, "core/nested": {"old_module"}}
+    actual = {"": {"cli", "errors"}, "core": {"network", "planner"}, "envs": set()}
+    assert list_mismatches(listed, actual) == (
+        ["moozi/errors.py", "moozi/envs/"], ["moozi/core/nested/old_module.py", "moozi/core/nested/"])
 
 
 def test_no_two_classes_and_no_two_modules_share_a_name():

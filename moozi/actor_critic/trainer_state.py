@@ -14,7 +14,11 @@ from moozi.actor_critic.networks import ActorCriticTrainState, example_obs
 
 
 class TrainerState:
-    """The base of `AnakinTrainer` and `HostTrainer`; they add the envs (`environment_state`)."""
+    """The base of `AnakinTrainer` (anakin_loop.py) and `HostTrainer` (moozi/training/actor_critic_host_loop.py),
+    which add the envs and their `iteration`. A checkpoint's arrays (`state_arrays`) are the key, the counters and
+    the envs' state as a pytree, which a trainer that holds its envs gives through `environment_state` and takes
+    back through `set_environment_state` (`AnakinTrainer`: its rollout carry). `HostTrainer`'s envs live in its
+    rollout workers, so it overrides `state_arrays` and `load_state_arrays` and leaves these two hooks unused."""
 
     def __init__(self, learner: Learner, obs_shape: tuple[int, ...], seed: int):
         self.learner = learner
@@ -46,9 +50,11 @@ class TrainerState:
         self.acting_params = tree["acting_params"]
 
     def environment_state(self) -> Any:
+        """The envs' state as a pytree of arrays, saved by `state_arrays` (a trainer that holds its envs)."""
         raise NotImplementedError
 
     def set_environment_state(self, state: Any) -> None:
+        """Puts back a state `environment_state` gave, read by `load_state_arrays`."""
         raise NotImplementedError
 
     def state_arrays(self) -> dict[str, np.ndarray]:

@@ -1,11 +1,15 @@
-"""Per-game presets: only the settings that differ from the base config, each with its reason."""
+"""Per-game presets: only the settings that differ from the base config, each with what it does.
+
+Where a setting was chosen by measurement, its comment names where the measurement lives (a page of
+docs/ or docs/experiments/, a file of bench/results/); the comments here do not repeat the figures."""
 
 from __future__ import annotations
 
 from typing import Any
 
 # Small presets over the base config: only what differs per game, never a whole copied config.
-# How Connect Four learns best on this machine (docs/board_games.md), shared with go9 (docs/go.md).
+# The board games' learning settings: Connect Four's, which go9 takes too (docs/board_games.md, docs/go.md;
+# measured: docs/experiments/2026-11-23-connect-four-learned-model-fixes.md).
 _BOARD_GAME_LEARNING = {
     # Outcomes one-hot on the identity categories -1, 0, 1.
     "network.support.min_value": -1,
@@ -58,23 +62,26 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "connect_four": {
         # Gumbel MuZero with 16 simulations and two sampled targets per collected step: on a CPU the
-        # search is the expensive part (docs/board_games.md).
+        # search is the expensive part (measured: docs/experiments/2026-11-23-connect-four-learned-model-fixes.md).
         "planner.search_policy": "gumbel_muzero",
         "planner.num_simulations": 16,
-        # Play searches more than training does (docs/board_games.md, "Search at play time").
+        # Play searches more than training does (docs/board_games.md, "Search at play time"; measured:
+        # docs/experiments/2026-11-27-connect-four-presets.md).
         "planner.play_simulations": 100,
         "train.updates_per_iteration": 8,
         "planner.max_num_considered_actions": 7,
         "planner.discount": 1.0,
         **_BOARD_GAME_LEARNING,
         "targets.td_steps": 42,  # the longest game: a Monte-Carlo return
-        # MuZero is bound by its learner here and the unroll is most of an update: K = 3 makes ~30% more
-        # updates an hour, which won more games (docs/board_games.md, "Three unroll steps"). AlphaZero mode
-        # unrolls nothing whatever this says.
+        # Three unroll steps, not the base's five: MuZero is bound by its learner here and the unroll is
+        # most of an update, so a shorter one buys more updates an hour. AlphaZero mode unrolls nothing
+        # whatever this says. (Measured: docs/experiments/2026-11-27-connect-four-presets.md;
+        # bench/results/ablations/2026-11-29-connect_four-muzero-unroll3-25min-one-core-each-seeds2-3.json.)
         "targets.num_unroll_steps": 3,
     },
     "go9": {
-        # AlphaZero mode on pgx's go_9x9: MuZero learned to pass (docs/go.md, "Why AlphaZero mode").
+        # AlphaZero mode on pgx's go_9x9: the search plays out passes with the real rules and score,
+        # where the learned model learned to pass early (docs/go.md, "Why AlphaZero mode").
         "agent": "alphazero",
         # Connect Four's choices (docs/go.md): Gumbel MuZero, identity categories, layer norm, value
         # weight 1, 3 blocks, uniform replay.
@@ -119,16 +126,17 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "replay.min_fill": 2_000,
         "train.test_every_updates": 1_000,
         "train.test_episodes": 8,  # a game lasts hundreds of moves
-        # The board's 8 symmetries (moozi.core.symmetry) off: with them the short regression's greedy
-        # play fell from 2,076 to 1,041 (40,000 env steps, seed 0; a random mover scores 1,152). Early
-        # play gains most from one fixed preference (slide towards a corner), which averaging over the
-        # turned and mirrored boards takes away from an MLP that must then learn it board by board.
+        # The board's 8 symmetries (moozi.core.symmetry) off: early play gains most from one fixed
+        # preference (slide towards a corner), which averaging over the turned and mirrored boards takes
+        # away from an MLP that must then learn it board by board (measured:
+        # docs/experiments/2026-11-27-2048-stochastic-muzero.md, "Symmetry augmentation").
         "replay.symmetry_augmentation": False,
     },
     "backgammon": {
         "agent": "stochastic_muzero",
         "network.kind": "mlp",  # pgx's observation is a vector of 34
-        # The dynamics sees each checker move's source, die and target (docs/stochastic.md, "Backgammon").
+        # The dynamics sees each checker move's source, die and target (docs/stochastic.md; measured:
+        # docs/experiments/2026-11-28-backgammon-stochastic-muzero.md).
         "network.mlp_action_features": True,
         # Outcomes: +-1 a single game, +-2 a gammon, +-3 a backgammon.
         "network.support.min_value": -3,
@@ -137,8 +145,9 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "network.normalization": "layer",
         "loss.value_coef": 1.0,
         "planner.num_simulations": 32,
-        # 32 PUCT simulations over 5-20 legal checker moves mostly repeat the prior; the completed-Q
-        # target moves it towards the moves the search values (docs/stochastic.md, "Backgammon").
+        # The completed-Q policy target: it moves the prior towards the moves the search values, where
+        # the visit counts of 32 PUCT simulations over 5-20 legal checker moves mostly repeat the prior
+        # (docs/stochastic.md; measured: docs/experiments/2026-11-28-backgammon-stochastic-muzero.md).
         "planner.policy_target": "completed_q",
         "planner.discount": 1.0,
         "targets.discount": 1.0,
@@ -153,13 +162,15 @@ PRESET_OVERRIDES: dict[str, dict[str, Any]] = {
         "train.test_every_updates": 500,
     },
 }
-# What the one MinAtar preset found that does not depend on the game; the Atari preset takes it too.
+# The MinAtar preset's settings that do not depend on the game; the Atari preset takes them too. What each
+# is for: docs/training.md, "MinAtar: the network, and what an hour buys".
 _GAME_INDEPENDENT_LEARNING = {
     # A floor of 0.1 reward under the Q range Gumbel's policy target rescales by: mctx's 1e-8 turns any
     # gap into 5-7 logits where rewards are small or rare, and the targets go one-hot.
     "planner.min_value_range": 0.1,
     # The prior's guards: full value weight, an entropy bonus, and a floor on the prior's entropy at a
-    # tenth of its most (a fifth held Freeway's prior away from its play; none let Asterix's collapse).
+    # tenth of its most; they hold the prior's entropy up where the policy target would collapse it
+    # (measured: docs/experiments/2026-11-27-one-minatar-preset.md, candidates v4 and v7).
     "loss.value_coef": 1.0,
     "loss.entropy_coef": 0.1,
     "loss.entropy_floor": 0.1,
@@ -171,31 +182,33 @@ _GAME_INDEPENDENT_LEARNING = {
     "optimizer.final_learning_rate_fraction": 0.25,
     # AdamW's decoupled decay of the kernels in place of the loss's L2 term: behind batch norm L2 only
     # shrinks the kernels and, through Adam, grows every later step; the decay slows with the schedule
-    # (candidate v24: it held the MinAtar seeds that fell with L2; docs/training.md).
+    # (docs/training.md; measured: docs/experiments/2026-11-27-one-minatar-preset.md, candidate v24).
     "loss.l2_coef": 0.0,
     "optimizer.weight_decay": 0.01,
 }
 # MinAtar: one preset for every game, the game's name its only difference (a game nobody tuned for gets
-# what the five measured games got). Candidate v24 of docs/experiments/2026-11-27-one-minatar-preset.md
-# (v8 with the decoupled decay), which replaced the per-game overrides of
-# docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md.
+# what the five measured games got). What each setting is for: docs/training.md, "MinAtar: the network,
+# and what an hour buys"; measured: docs/experiments/2026-11-27-one-minatar-preset.md (candidate v24),
+# its results: docs/results.md, "MinAtar".
 _MINATAR_PRESET = {
-    # An MLP over the flattened planes: XLA's small convolutions are slow on a CPU, and the MLP
-    # buys ~25x the experience and updates in an hour.
+    # An MLP over the flattened planes, not the residual network: XLA's small convolutions are slow on a
+    # CPU, and the MLP makes many times the experience and updates in an hour (measured: docs/training.md,
+    # "MinAtar: the network, and what an hour buys").
     "network.kind": "mlp",
     "network.mlp_hidden_sizes": (256, 256),
     "network.mlp_hidden_state_size": 128,
-    # One 3x3 convolution before the MLP (MinAtar's DQN torso): tells apart states the MLP conflated
-    # (Seaquest's states before a death).
+    # One 3x3 convolution before the MLP (MinAtar's DQN torso): the model sees what stands next to the
+    # player at once, where an MLP must learn it cell by cell (measured:
+    # docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md).
     "network.mlp_conv_channels": 16,
     "train.batch_size": 128,
-    # Gumbel MuZero: PUCT with 16 simulations collapsed onto one action; Gumbel's target improves
-    # on the prior even with few simulations.
+    # Gumbel MuZero: its policy target improves on the prior even with few simulations, where PUCT's
+    # visit counts collapse onto one action (measured: docs/experiments/2026-11-24-presets.md).
     "planner.search_policy": "gumbel_muzero",
     "planner.num_simulations": 16,
     **_GAME_INDEPENDENT_LEARNING,
-    # 2 updates per iteration rather than 4: the replay ratio that kept Freeway and Seaquest from their
-    # late collapse.
+    # 2 updates per iteration rather than the base's 4: a lower replay ratio, against the prior's late
+    # collapse (measured: docs/experiments/2026-11-25-minatar-asterix-seaquest-freeway.md).
     "train.updates_per_iteration": 2,
     "targets.history_length": 2,
     "targets.td_steps": 10,
@@ -212,8 +225,9 @@ for _name in ("breakout", "asterix", "freeway", "seaquest", "space_invaders"):
 # actions 0.25, frame skip 4 with a max over the last two frames, 84x84 grey, no life-loss signal
 # (docs/envs.md); frames are stacked by the history (4, as DQN and MuZero stack them).
 ATARI_PRESET = {
-    # MuZero's Atari network at CPU sizes: downsampled to a 6x6 hidden state, one block per stage.
-    # At full 84x84 resolution one search of 16 simulations costs ~50x more on this machine.
+    # MuZero's Atari network at CPU sizes: downsampled to a 6x6 hidden state, one block per stage, so
+    # that a search of 16 simulations is affordable on a CPU (docs/envs.md, "Atari"; an hour of it:
+    # docs/experiments/2026-11-25-atari-pong-hour.md).
     "network.downsample": True,
     "network.channels": 32,
     "network.representation_blocks": 1,
@@ -224,11 +238,10 @@ ATARI_PRESET = {
     "targets.td_steps": 10,
     "planner.search_policy": "gumbel_muzero",  # as for MinAtar: a good policy target from few simulations
     "planner.num_simulations": 16,
-    # What the one MinAtar preset found and does not depend on the game (reasoned, not measured here: an
-    # hour of Atari on this machine makes ~1,000 updates; docs/experiments/2026-11-27-one-minatar-preset.md,
-    # "What carries over to the Atari preset"): the Q range's floor, the prior's guards, the schedule over
-    # the run, the decoupled decay in place of L2 (its blocks are batch-normalised too). The replay ratio
-    # (updates per iteration) is left at the base's until measured on Atari.
+    # The MinAtar preset's game-independent settings: the Q range's floor, the prior's guards, the
+    # schedule over the run, the decoupled decay in place of L2 (its blocks are batch-normalised too).
+    # Carried over by reasoning, not measured on Atari (why: docs/experiments/2026-11-27-one-minatar-preset.md,
+    # "What carries over to the Atari preset"). The replay ratio (updates per iteration) stays at the base's.
     **_GAME_INDEPENDENT_LEARNING,
     "env.num_envs": 16,
     "train.batch_size": 64,
@@ -265,8 +278,9 @@ AGENT_PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
         # every point, ownership (a 1x1 convolution) and score heads; Go input features (liberties,
         # atari, ko; computed from pgx's board, so not for agent=muzero's OpenSpiel go); a convolutional
         # policy head; playout cap randomisation, half the moves searched in full and kept as policy
-        # targets (the others with planner.fast_simulations' default 8). Measured together (docs/go.md, "Results"): area of its own in 16 of 20 games against
-        # GNU Go level 1, where the preset without them kept area in 2.
+        # targets (the others with planner.fast_simulations' default 8). Measured together, against the
+        # preset without them: docs/go.md, "Results"; bench/results/2026-12-06-go9-alphazero-signals-seed0.json
+        # and bench/results/2026-12-06-go9-alphazero-seed0-baseline-no-eye-fill.json.
         "alphazero": {
             "env.go_features": True,
             "loss.ownership_coef": 1.5,
@@ -276,10 +290,11 @@ AGENT_PRESET_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
     "connect_four": {
-        # AlphaZero mode (docs/board_games.md, "An hour of the decay with more exploration"): the learning
-        # rate decays over the run's planned length to 10%, and self-play explores with twice the Gumbel
-        # noise (the policy target does not change). MuZero keeps the constant rate and scale 1 until
-        # measured with them.
+        # AlphaZero mode: the learning rate decays over the run's planned length to 10%, and self-play
+        # explores with twice the Gumbel noise (the policy target does not change). MuZero keeps the
+        # constant rate and scale 1, not measured with them. (Measured:
+        # docs/experiments/2026-11-27-connect-four-presets.md; its runs:
+        # bench/results/2026-11-2[89]-connect_four-alphazero-cosine-gumbel2-seed[012].json.)
         "alphazero": {
             "optimizer.schedule": "cosine",
             "optimizer.decay_over": "run",

@@ -1,7 +1,8 @@
 """Where roles live: in this process (`inline`) or as Ray actors (`ray`); `make_backend` picks one.
 
-- `inline.py`: the interface every driver uses (`Backend`, `RoleHandle.call(Role.method, *args)`,
-  the errors and waits) and the inline backend, each role on a thread of its own.
+- `inline.py`: the interface the training loops use (`Backend`, `RoleHandle.call(Role.method, *args)`,
+  the errors and waits; `SearchLoop` in search_loop.py, `HostTrainer` in actor_critic_host_loop.py)
+  and the inline backend, each role on a thread of its own.
 - `ray_backend.py`: each role a Ray actor (a local instance, or a cluster joined), its waits, its errors.
 - `ray_placement.py`: the Ray roles' placement groups, reserved before any actor starts.
 """

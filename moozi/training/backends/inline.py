@@ -1,6 +1,9 @@
 """The backend interface, and the inline backend: every role in this process.
 
-The driver talks to every role through `RoleHandle.call(Role.method, *args)`,
+The training loop makes the backend with `make_backend` (`SearchLoop` in
+moozi/training/search_loop.py; for actor-critics on host games `ActorCriticLoop`,
+actor_critic_loop.py, whose `HostTrainer` in actor_critic_host_loop.py starts
+the roles), and talks to every role through `RoleHandle.call(Role.method, *args)`,
 which runs that method of the role (the function of the role's class, so a
 reader and an IDE go from the call to its definition; the role runs its own
 class's method of that name) and returns a future, and `Backend.get(futures)`
@@ -86,7 +89,7 @@ class Backend(Protocol):
     is one of the backend's own (`start`'s)."""
 
     kind: str  # "inline" or "ray"
-    interrupt: Callable[[], str | None] | None  # a stop reason or None: set by the driver, polled by waits
+    interrupt: Callable[[], str | None] | None  # the driver's stop reason or None, set by the loop; waits poll it
 
     def start(self, name: str, cls: type[T], *args: Any, resources: dict | None = None,
               group: str = "learner") -> RoleHandle[T]: ...
@@ -170,7 +173,7 @@ class InlineBackend:
 
     def __init__(self, threaded: bool = True):
         self.threaded = threaded
-        self.interrupt: Callable[[], str | None] | None = None  # a stop reason or None: set by the driver, polled by `get`
+        self.interrupt: Callable[[], str | None] | None = None  # the driver's stop reason or None, set by the loop; `get` polls it
 
     def start(self, name: str, cls, *args, resources: dict | None = None, group: str = "learner") -> InlineHandle:
         return InlineHandle(name, cls(*args), (cls, args, resources), self.threaded)

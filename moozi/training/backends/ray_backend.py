@@ -95,7 +95,7 @@ class RayBackend:
         # object ref's id -> "role.method" (the id, not the ref: holding a ref would keep its object alive)
         self._calls: collections.OrderedDict = collections.OrderedDict()
         self._ready: dict[str, Any] = {}  # role name -> its readiness probe (`is_ready`)
-        self.interrupt: Callable[[], str | None] | None = None  # a stop reason or None: set by the driver, polled by `get`
+        self.interrupt: Callable[[], str | None] | None = None  # the driver's stop reason or None, set by the loop; `get` polls it
         self._owns_ray = False  # this backend called ray.init, so shutdown() calls ray.shutdown()
         self._closed = False
         if not ray.is_initialized() and config.ray_address:

@@ -1,9 +1,10 @@
 """The training rollout worker (thesis 5.2.13): self-play with exploration on, over host envs.
 
 It holds B envs, a history state and the jitted acting of the config's agent,
-and returns finished trajectories when the driver calls `run`; it never loops
-on its own (centralised control, thesis 5.2.1). JAX-native games self-play in
-one compiled program instead (anakin_self_play.py).
+and returns finished trajectories when the training loop (`SearchLoop`,
+moozi/training/search_loop.py) calls `run`; it never loops on its own
+(centralised control, thesis 5.2.1). JAX-native games self-play in one
+compiled program instead (anakin_self_play.py).
 """
 
 from __future__ import annotations
