@@ -12,7 +12,8 @@ Protocol settings (docs/envs.md):
   pieces" (`_PIECE_PLANES`) are reordered so the mover's pieces come first, as
   AlphaZero's inputs are. A network trained 900 steps to tell whether the
   mover can win this move scored 0.83 on the absolute planes, 0.925 with a
-  to-play plane and 0.98 on player-relative planes (docs/board_games.md).
+  to-play plane and 0.98 on player-relative planes
+  (docs/experiments/2026-11-23-connect-four-learned-model-fixes.md).
 - Reward: the change in the acting player's return over its ply, chance moves
   that follow it included (the reward of the player who just acted).
 - to_play: `state.current_player()`. At a terminal state nobody moves; there it
