@@ -24,29 +24,10 @@ import argparse
 import json
 import os
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def git_state() -> dict:
-    """The commit of this checkout and whether its tracked files are unchanged."""
-    root = pathlib.Path(__file__).resolve().parent.parent
-    run = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    return {"commit": run("rev-parse", "HEAD"), "tree_clean": run("status", "--porcelain", "--untracked-files=no") == ""}
-
-
-def cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def run_rates(run_dir: pathlib.Path) -> dict:
@@ -77,18 +58,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--note", default="")
     args = parser.parse_args(argv)
 
-    from bench.selfplay import matmul_flops_per_s
+    from bench.provenance import provenance, run_config
     from moozi.evaluation import evaluate
     from moozi.evaluation.gnugo import evaluate_against_gnugo
     from moozi.play import load_agent
 
     run_dir = pathlib.Path(args.run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    out = {"benchmark": "go_strength", **git_state(), "command": " ".join([sys.executable, *sys.argv]),
-           "note": args.note, "run_dir": str(run_dir), "config": config,
-           "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                       "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)},
+    recorded = run_config(run_dir)
+    config = recorded["config"]
+    out = {"benchmark": "go_strength", **provenance(), "note": args.note, "run_dir": str(run_dir), **recorded,
            "run": run_rates(run_dir)}
+    out["machine"]["matmul_gflops_at_evaluation"] = out["machine"]["matmul_gflops_at_start"]
     agent = load_agent(run_dir)
     meta = json.loads((agent.checkpoint / "meta.json").read_text())
     counters = meta["counters"]

@@ -201,6 +201,7 @@ def main(argv=None) -> dict:
 def measure(args, parts: list[str], out: pathlib.Path, clock: CompileClock) -> dict:
     import jax
 
+    from bench.provenance import provenance
     from bench.selfplay import matmul_flops_per_s
     from moozi.core.network import NetworkConfig
 
@@ -208,7 +209,7 @@ def measure(args, parts: list[str], out: pathlib.Path, clock: CompileClock) -> d
     device = jax.devices()[0]
     print(f"device: {device} ({device.device_kind}), jax {jax.__version__}", file=sys.stderr)
     result = {
-        "benchmark": "gpu", "tiny": args.tiny, "dtype": args.dtype,
+        "benchmark": "gpu", **provenance(), "tiny": args.tiny, "dtype": args.dtype,
         "device": {"kind": device.device_kind, "platform": device.platform, "count": jax.device_count(),
                    "jax_version": jax.__version__},
         "matmul_gflops": round(matmul_flops_per_s(512 if args.tiny else 4096, 5) / 1e9, 1),

@@ -43,6 +43,7 @@ table, then ONE JSON object on its last line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -52,6 +53,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.provenance import config_record, matmul_gflops, provenance, run_config  # noqa: E402
 from moozi.play.go_rules import parse_score  # noqa: E402
 
 
@@ -101,18 +103,27 @@ def tic_tac_toe(seed: int, minutes: float, work: pathlib.Path) -> dict:
 
     run_dir = work / f"ttt-{seed}"
     setup = _train("tic_tac_toe", minutes, seed, run_dir, checkpoint_minutes=0.25)
-    result = {"seed": seed, "setup_seconds": round(setup, 1), "minutes_to_no_losses_vs_minimax": None, "curve": []}
+    result = {"seed": seed, "setup_seconds": round(setup, 1), "minutes_to_no_losses_vs_minimax": None, "curve": [],
+              **run_config(run_dir)}
     for elapsed, path in _checkpoints(run_dir):
         agent = load_agent(run_dir, checkpoint=path)
         vs_minimax = evaluate(agent, "tic_tac_toe", "minimax", 100, seed=seed)
         minutes_here = (elapsed + setup) / 60
-        result["curve"].append({"minutes": round(minutes_here, 2), "losses_vs_minimax": vs_minimax.losses})
+        result["curve"].append({"minutes": round(minutes_here, 2), "checkpoint": path.name,
+                                **_counters(path), "simulations": agent.simulations,
+                                "losses_vs_minimax": vs_minimax.losses})
         if vs_minimax.losses == 0:
             result["minutes_to_no_losses_vs_minimax"] = round(minutes_here, 2)
             vs_random = evaluate(agent, "tic_tac_toe", "random", 100, seed=seed)
             result["at_target_vs_random"] = {"wins": vs_random.wins, "draws": vs_random.draws, "losses": vs_random.losses}
             break
     return result
+
+
+def _counters(checkpoint: pathlib.Path) -> dict:
+    """The updates and env steps of the checkpoint itself (not the run's totals)."""
+    counters = json.loads((checkpoint / "meta.json").read_text())["counters"]
+    return {"updates": counters.get("updates"), "env_steps": counters.get("env_steps")}
 
 
 def _seat_counts(result) -> list[dict]:
@@ -147,8 +158,6 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
     from moozi.evaluation import evaluate
     from moozi.evaluation.position_eval import evaluate_agent_on_positions
 
-    from bench.selfplay import matmul_flops_per_s
-
     if run_dir is not None:  # the run's own seed and agent
         saved = json.loads((run_dir / "config.json").read_text())
         seed, agent_kind = saved["seed"], saved["agent"]
@@ -162,7 +171,7 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
     checkpoints = _checkpoints(run_dir)
     out = {"seed": seed, "agent": agent_kind, "run_dir": str(run_dir), "setup_seconds": round(setup, 1),
            "train_simulations": json.loads((run_dir / "config.json").read_text())["planner"]["num_simulations"],
-           "marks": []}
+           "marks": [], **run_config(run_dir)}
     for mark in marks:
         elapsed, path = _mark_checkpoint(run_dir, mark, checkpoints, setup)
         meta = json.loads((path / "meta.json").read_text())
@@ -172,7 +181,7 @@ def connect_four(seed: int, marks: list, work: pathlib.Path, games: int, solver_
                    "minutes": round((elapsed + setup) / 60, 2), "updates": meta["counters"].get("updates"),
                    "env_steps": meta["counters"].get("env_steps"), "checkpoint_saved_at": meta.get("saved_at"),
                    "simulations": agent.simulations,
-                   "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+                   "matmul_gflops_at_evaluation": matmul_gflops()}
             started = time.monotonic()
             for opponent in opponents:
                 res = evaluate(agent, "connect_four", opponent, games, seed=seed)
@@ -205,7 +214,6 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
     from moozi.runs.checkpoint import best_checkpoint
 
     from bench.gtp_match import run_match
-    from bench.selfplay import matmul_flops_per_s
 
     setup = 0.0
     if run_dir is None:
@@ -221,7 +229,7 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
            "updates": meta["counters"].get("updates"), "env_steps": meta["counters"].get("env_steps"),
            "checkpoint_saved_at": meta.get("saved_at"), "train_simulations": saved["planner"]["num_simulations"],
            "simulations": agent.simulations, "play_pass_rule": saved["planner"].get("play_pass_rule", "search"),
-           "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+           "matmul_gflops_at_evaluation": matmul_gflops(), **run_config(run_dir)}
     started = time.monotonic()
     res = evaluate(agent, "go9", "random", games, seed=seed)
     out["vs_random"] = {"win_rate": res.win_rate, "win_rate_ci": res.win_rate_ci, "wins": res.wins,
@@ -245,7 +253,7 @@ def go9(seed: int, minutes: float, work: pathlib.Path, games: int, gnugo_games: 
             "results": results,
         }
     out["evaluation_minutes"] = round((time.monotonic() - started) / 60, 2)
-    print("go9", json.dumps({k: v for k, v in out.items() if k != "vs_gnugo"}), file=sys.stderr, flush=True)
+    print("go9", json.dumps({k: v for k, v in out.items() if k not in ("vs_gnugo", "config")}), file=sys.stderr, flush=True)
     return out
 
 
@@ -304,7 +312,7 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
     trained = [m for m in minutes if m != "best"]
     setup = _train(game, max(trained), seed, run_dir, checkpoint_minutes=min(trained) / 2, extra=extra)
     checkpoints = _checkpoints(run_dir)
-    out = {"game": game, "seed": seed, "marks": []}
+    out = {"game": game, "seed": seed, "marks": [], **run_config(run_dir)}
     if agent != "muzero":
         out.update(agent=agent, path="host")
     for mark in minutes:
@@ -317,7 +325,8 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
                              "minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
                              "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
                              "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
-                             "cut_episodes": result.cut_episodes, "max_steps": max_steps})
+                             "cut_episodes": result.cut_episodes, "max_steps": max_steps,
+                             "sticky_actions": _minatar_sticky(out["config"]), "play": "as load_agent plays"})
         if sampled and agent == "muzero":
             result = evaluate(load_agent(run_dir, checkpoint=path, sample=True), game, "random", episodes,
                               seed * 1000, max_steps=max_steps, progress=print_episode_progress)
@@ -325,6 +334,12 @@ def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, epis
                                     sampled_bootstrap_ci=result.mean_return_bootstrap_ci,
                                     sampled_cut_episodes=result.cut_episodes)
     return out
+
+
+def _minatar_sticky(config: dict) -> float:
+    """The sticky-action probability the evaluation's env used (None in the config: MinAtar's 0.1)."""
+    prob = config["env"].get("sticky_action_prob")
+    return 0.1 if prob is None else prob
 
 
 CHANCE_GAMES = ("2048", "backgammon")
@@ -373,7 +388,6 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
     in-training tests), searching with the run's play-time simulations, then plays `episodes` games.
     2048: episodes on env seeds seed*1000 + i: mean score, 95% intervals, largest tiles and their shares.
     backgammon: against each of BACKGAMMON_OPPONENTS, both seats: wins, draws, losses, Wilson intervals."""
-    from bench.selfplay import matmul_flops_per_s
     from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
@@ -381,10 +395,13 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
     setup = _train(game, minutes, seed, run_dir, checkpoint_minutes=minutes / 4, extra={"agent": agent})
     player = load_agent(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
+    # updates and env_steps: the played checkpoint's own; run_updates / run_env_steps: the whole run's.
     row = {"game": game, "agent": agent, "seed": seed, "minutes": minutes, "setup_seconds": round(setup, 1),
-           "updates": summary.get("updates"), "env_steps": summary.get("env_steps"),
-           "checkpoint": str(player.checkpoint) if getattr(player, "checkpoint", None) else None,
-           "matmul_gflops_at_evaluation": round(matmul_flops_per_s(2048, 5) / 1e9, 1)}
+           "checkpoint": player.checkpoint.name, **_counters(player.checkpoint),
+           "checkpoint_minutes": round(json.loads((player.checkpoint / "meta.json").read_text())["counters"]
+                                       .get("elapsed_seconds", 0) / 60, 2),
+           "run_updates": summary.get("updates"), "run_env_steps": summary.get("env_steps"),
+           "matmul_gflops_at_evaluation": matmul_gflops(), **run_config(run_dir)}
     if game == "backgammon":
         for opponent in BACKGAMMON_OPPONENTS:
             result = evaluate(player, game, opponent, episodes, seed=seed * 1000)
@@ -418,7 +435,9 @@ def model_free_minatar(agent: str, game: str, seed: int, minutes: list[float], e
     trainer = make_anakin_trainer(gymnax.make("gymnax:" + GYMNAX_MINATAR[game]), config,
                                   num_envs=num_envs, rollout_steps=rollout_steps, seed=seed)
     out = {"game": game, "agent": agent, "seed": seed, "num_envs": num_envs, "rollout_steps": rollout_steps,
-           agent: dict(AGENT_OVERRIDES[agent]), "marks": []}
+           agent: dict(AGENT_OVERRIDES[agent]), "marks": [],
+           **config_record({"agent": agent, "env": "gymnax:" + GYMNAX_MINATAR[game], "num_envs": num_envs,
+                            "rollout_steps": rollout_steps, "seed": seed, agent: dataclasses.asdict(config)})}
     trained = 0.0  # seconds of training (building and compiling included), evaluations excluded
     since = start
     out["curve"] = []  # (minutes, env steps, mean return of the training episodes that ended in that iteration)
@@ -522,11 +541,9 @@ def main(argv=None) -> dict:
     if any(g in MINATAR_GAMES for g in games) and not minatar_minutes:
         parser.error("--minatar-minutes: name at least one minute to train for (e.g. 60,best)")
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="moozi-learning-"))
-    from bench.selfplay import matmul_flops_per_s
-
-    report: dict = {"benchmark": "learning", "cpu_count": os.cpu_count(), "seeds": args.seeds, "work_dir": str(work),
-                    "overrides": dict(OVERRIDES), "matmul_gflops": round(matmul_flops_per_s(2048, 5) / 1e9, 1),
-                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    report: dict = {"benchmark": "learning", **provenance(), "cpu_count": os.cpu_count(), "seeds": args.seeds,
+                    "work_dir": str(work), "overrides": dict(OVERRIDES)}
+    report["matmul_gflops"] = report["machine"]["matmul_gflops_at_start"]
     if args.note:
         report["note"] = args.note
     for seed in range(args.first_seed, args.first_seed + args.seeds):

@@ -9,6 +9,10 @@ in bench/peers/published.json. A game with no file gets no section and no README
 adapter knows stops the script, so a new kind of result gets an adapter here before it is shown.
 tests/test_results_page.py runs the check.
 
+Every file also says where its numbers came from (bench/provenance.py): `commit`, `tree_clean`,
+`command`, `machine`, and for a training result each run's resolved `config`. Both modes refuse a
+file without them, except those written before the rule (provenance.LEGACY_FILES, marked † on the page).
+
 One adapter per kind of result file (the keys each one reads):
 
 - `bench/learning.py` reports (`"benchmark": "learning"`, `matmul_gflops`, and the machine's speed
@@ -60,6 +64,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import provenance  # noqa: E402
 from moozi.evaluation.intervals import wilson_interval  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -89,6 +94,10 @@ EXPERIMENTS = [
     ("MuZero, PPO and IMPALA on MinAtar", "experiments/2026-11-25-minatar-agents.md"),
     ("Atari Pong, one hour on one core", "experiments/2026-11-25-atari-pong-hour.md"),
     ("Measurements without a result file", "experiments/2026-11-22-measurements-without-result-files.md"),
+    ("Connect Four with a learned model: the fixes", "experiments/2026-11-23-connect-four-learned-model-fixes.md"),
+    ("Connect Four presets: play-time search, schedules, unroll", "experiments/2026-11-27-connect-four-presets.md"),
+    ("2048 with Stochastic MuZero", "experiments/2026-11-27-2048-stochastic-muzero.md"),
+    ("Backgammon with Stochastic MuZero", "experiments/2026-11-28-backgammon-stochastic-muzero.md"),
 ]
 
 
@@ -105,8 +114,9 @@ class Results:
     chance: list = dataclasses.field(default_factory=list)  # (file, report, game, run): 2048, backgammon
 
 
-def read_files(directory: pathlib.Path = RESULTS) -> list[tuple[str, dict]]:
-    """(file name, JSON object) of every result file directly in `directory`."""
+def read_files(directory: pathlib.Path | None = None) -> list[tuple[str, dict]]:
+    """(file name, JSON object) of every result file directly in `directory` (default: bench/results/)."""
+    directory = RESULTS if directory is None else directory
     files = []
     for path in sorted(directory.iterdir()):
         if path.suffix == ".json":
@@ -195,7 +205,9 @@ def gflops(report: dict, run: dict | None = None) -> str:
 
 
 def file_link(name: str) -> str:
-    return f"[{name}](../bench/results/{name})"
+    """A link to a result file; † marks one written before files recorded their commit and config."""
+    mark = " †" if name in provenance.LEGACY_FILES else ""
+    return f"[{name}](../bench/results/{name}){mark}"
 
 
 def wdl(row: dict) -> str:
@@ -664,6 +676,9 @@ def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str
             "figures, bench/peers/published.json. `python bench/results_page.py` rewrites this page and the README's",
             "table; `tests/test_results_page.py` fails when they differ from the files.", "",
             "- **minutes**: wall-clock training time at the mark, compiling included.",
+            "- **†**: a file written before result files recorded the commit, the command and the resolved",
+            "  config; the code is that of main on the file's date. Every newer file records all three, and",
+            "  `python bench/results_page.py --check` refuses one that does not (bench/provenance.py).",
             "- **matmul GFLOP/s**: a float32 2048×2048 matmul timed by the benchmark on its machine, under the load",
             "  it then had. The machines differed several-fold; compare minutes only between rows of similar speed.",
             "- **intervals**: over episodes, the 95% percentile bootstrap of the mean (10,000 resamples); over",
@@ -688,7 +703,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when docs/results.md or the README's table is out of date")
     args = parser.parse_args(argv)
-    page, table_lines = build(read_files(), json.loads(PUBLISHED.read_text()))
+    files = read_files()
+    untraceable = [problem for name, report in files for problem in provenance.problems(name, report)]
+    if untraceable:
+        print("\n".join(untraceable), file=sys.stderr)
+        print("a result file must record where its numbers came from (bench/provenance.py)", file=sys.stderr)
+        return 1
+    page, table_lines = build(files, json.loads(PUBLISHED.read_text()))
     readme_now = README.read_text()
     readme = _with_table(readme_now, table_lines)
     wanted = {PAGE: page, README: readme}

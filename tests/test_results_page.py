@@ -84,6 +84,38 @@ def test_a_go9_file_with_areas_names_them_and_the_newest_run_leads_the_row():
     assert "GNU Go level 1: 2 wins in 4, own area in 3 of 4; median margin -4" in row
 
 
+def test_a_result_file_without_its_commit_is_refused(tmp_path, monkeypatch, capsys):
+    from bench import provenance
+
+    traced = [(name, report) for name, report in results_page.read_files()
+              if name not in provenance.LEGACY_FILES and report.get("benchmark") == "go_strength"]
+    assert traced, "bench/results/ holds a go_strength file that records its provenance"
+    name, report = traced[0]
+    assert provenance.problems(name, report) == []
+    assert report["config"]["game"] == "pgx:go_9x9" and report["command"].split()[1] == "bench/go_strength.py"
+    stripped = {key: value for key, value in report.items() if key != "commit"}
+    (tmp_path / name).write_text(json.dumps(stripped))
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path)
+    assert results_page.main(["--check"]) == 1
+    err = capsys.readouterr().err
+    assert f"bench/results/{name}: does not record commit" in err
+    # The writer refuses it too, and so a file without its config.
+    assert results_page.main([]) == 1
+    (tmp_path / name).write_text(json.dumps({key: value for key, value in report.items() if key != "config"}))
+    assert results_page.main(["--check"]) == 1
+    assert "does not record the resolved config" in capsys.readouterr().err
+
+
+def test_legacy_files_are_marked_on_the_page():
+    from bench import provenance
+
+    page = results_page.PAGE.read_text()
+    legacy = sorted(provenance.LEGACY_FILES)
+    assert "[2026-11-29-connect_four-muzero-seed0.json](../bench/results/2026-11-29-connect_four-muzero-seed0.json) †" in page
+    assert "[2026-12-06-go9-alphazero-signals-seed0.json](../bench/results/2026-12-06-go9-alphazero-signals-seed0.json) |" in page
+    assert all((results_page.RESULTS / name).exists() for name in legacy), "a legacy name without its file"
+
+
 def test_a_file_no_adapter_reads_is_refused():
     with pytest.raises(SystemExit, match="no adapter"):
         results_page.build([("2026-11-28-something.json", {"benchmark": "something"})], _published())

@@ -14,7 +14,7 @@ from moozi.evaluation.gnugo import GNUGO
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(GNUGO), reason="GNU Go is not installed (apt-get install gnugo)")
 def test_go_strength_writes_a_traceable_result(tmp_path_factory, tmp_path):
-    from bench import go_strength, results_page
+    from bench import go_strength, provenance, results_page
 
     run_dir = tiny_go9_run(tmp_path_factory, "alphazero")
     out = tmp_path / "go9.json"
@@ -25,6 +25,8 @@ def test_go_strength_writes_a_traceable_result(tmp_path_factory, tmp_path):
     assert len(saved["commit"]) == 40 and isinstance(saved["tree_clean"], bool)
     assert saved["config"]["game"] == json.loads((run_dir / "config.json").read_text())["game"]
     assert saved["machine"]["matmul_gflops_at_evaluation"] > 0
+    assert len(saved["config_sha256"]) == 64 and saved["command"]
+    assert provenance.problems("go9.json", saved) == []
     plays = [match["simulations"] for match in saved["vs_gnugo"]]
     assert plays[1] == 2 * plays[0] and all(m["games"] == 2 for m in saved["vs_gnugo"])
     assert saved["vs_random"]["games"] == 2

@@ -198,6 +198,11 @@ def test_the_connect_four_benchmark_measures_a_run_at_each_simulation_count(tmp_
         assert row["mcts:5"]["games"] == 2 and row["matmul_gflops_at_evaluation"] > 0
         assert 0.0 <= row["positions"]["keeps_result"]["all"] <= 1.0
     assert report["connect_four"][0]["train_simulations"] == 4
+    # Where the numbers came from: the commit, the command, the machine, the run's resolved config.
+    from bench import provenance
+
+    assert provenance.problems("c4.json", report) == []
+    assert report["connect_four"][0]["config"] == json.loads((run / "config.json").read_text())
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["connect_four"] == json.loads(json.dumps(report["connect_four"]))
 
