@@ -65,7 +65,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import provenance  # noqa: E402
-from moozi.evaluation.intervals import wilson_interval  # noqa: E402
+from moozi.evaluation.intervals import bootstrap_mean_interval, wilson_interval  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PUBLISHED = ROOT / "bench" / "peers" / "published.json"
@@ -183,6 +183,19 @@ def num(x: float, digits: int = 2) -> str:
 
 def interval(pair, digits: int = 2) -> str:
     return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]" if pair else "—"
+
+
+def pooled_wilson(results: list[dict], what: str) -> str:
+    """The 95% Wilson interval of the win rate over every game of `results` together, named as such."""
+    wins, games = sum(r["wins"] for r in results), sum(r["games"] for r in results)
+    low, high = wilson_interval(wins, games)
+    pooled = f"{games} games pooled over {len(results)} seeds" if len(results) > 1 else f"{games} games"
+    return f"{what}{low:.0%}-{high:.0%} (95% Wilson, {pooled})"
+
+
+def seed_range(values: list[float], digits: int = 1) -> str:
+    """The lowest and highest of the seeds' figures: a range, not an interval."""
+    return f"range of {len(values)} seeds {num(min(values), digits)}-{num(max(values), digits)}"
 
 
 def millions(x: int) -> str:
@@ -323,11 +336,9 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     others = [m for m in played if m[2]["agent"] != PRESET_AGENT["connect_four"]]
     for agent in sorted({m[2]["agent"] for m in others}):
         result += f" (`--set agent={agent}`, {per_seed([m for m in others if m[2]['agent'] == agent])})"
-    rates = [wilson_interval(m[3]["mcts:1000"]["wins"], m[3]["mcts:1000"]["games"]) for m in headline]
-    low, high = min(r[0] for r in rates), max(r[1] for r in rates)
-    spread = ", lowest and highest seed" if len(headline) > 1 else ""
     row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
-              f"win rate {low:.0%}-{high:.0%} (Wilson{spread})", num(max(m[3]["minutes"] for m in headline), 1), "—")
+              pooled_wilson([m[3]["mcts:1000"] for m in headline], "win rate "),
+              num(max(m[3]["minutes"] for m in headline), 1), "—")
     return lines, row
 
 
@@ -366,10 +377,8 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
                      f"{sum(g[3].get('tile_shares', {}).get('1024', 0.0) for g in preset) / len(preset):.0%}"
             if others:
                 result += f" (MuZero: {sum(g[3]['mean_return'] for g in others) / len(others):,.0f})"
-            low = min(g[3]["bootstrap_ci"][0] for g in preset)
-            high = max(g[3]["bootstrap_ci"][1] for g in preset)
             rows.append(Row("2048", "2048", AGENT_NAMES[PRESET_AGENT["2048"]], result, str(len(preset)),
-                            f"{low:,.0f}-{high:,.0f}", num(preset[0][3]["minutes"], 1), "—"))
+                            _pooled_bootstrap([g[3] for g in preset], "games"), num(preset[0][3]["minutes"], 1), "—"))
     matches = [entry for entry in results.chance if entry[2] == "backgammon"]
     if matches:
         lines += ["## Backgammon", "",
@@ -399,12 +408,21 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
             others = [g[3] for g in matches if g[3]["agent"] != PRESET_AGENT["backgammon"]]
             if others:
                 result += f" (MuZero: {mean_rate('random', others):.0%} vs random)"
-            low = min(run["random"]["win_rate_ci"][0] for run in runs)
-            high = max(run["random"]["win_rate_ci"][1] for run in runs)
-            spread = "(Wilson)" if len(runs) == 1 else "(Wilson, lowest and highest seed)"
             rows.append(Row("Backgammon", "backgammon", AGENT_NAMES[PRESET_AGENT["backgammon"]], result,
-                            str(len(runs)), f"vs random {low:.0%}-{high:.0%} {spread}", num(runs[0]["minutes"], 1), "—"))
+                            str(len(runs)), pooled_wilson([run["random"] for run in runs], "vs random "),
+                            num(runs[0]["minutes"], 1), "—"))
     return lines, rows
+
+
+def _pooled_bootstrap(runs: list[dict], unit: str) -> str:
+    """The 95% bootstrap interval of the mean over every episode of `runs` together (a range of the seeds'
+    means where a file lacks its episodes' returns)."""
+    if not all(run.get("returns") for run in runs):
+        return seed_range([run["mean_return"] for run in runs], 0)
+    returns = [r for run in runs for r in run["returns"]]
+    low, high = bootstrap_mean_interval(returns)
+    pooled = f"{len(returns)} {unit} pooled over {len(runs)} seeds" if len(runs) > 1 else f"{len(returns)} {unit}"
+    return f"{low:,.0f}-{high:,.0f} (95% bootstrap, {pooled})"
 
 
 def _gnugo(run: dict) -> tuple[str, dict] | None:
@@ -470,9 +488,8 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
         result += f"; {gnugo[0]}: {gnugo[1]['wins']} wins in {gnugo[1]['games']}"
         if gnugo[1].get("own_area"):
             result += f", {_area(gnugo[1])}"
-    low, high = wilson_interval(vs_random["wins"], vs_random["games"])
     row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, "1",
-              f"win rate vs random {low:.0%}-{high:.0%} (Wilson)", num(run["minutes"], 1), "—")
+              pooled_wilson([vs_random], "win rate vs random "), num(run["minutes"], 1), "—")
     return lines, row
 
 
@@ -516,10 +533,10 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
                         "sampled", "max steps", "matmul GFLOP/s", "file"], rows)
         seeded = _over_seeds(game_marks)
         if seeded:
-            lines += ["", "Over seeds (the mean of the seeds' marks; the lowest and highest seed). \"best\" is the",
+            lines += ["", "Over seeds (the mean of the seeds' marks; their range, the lowest and highest seed). \"best\" is the",
                       "checkpoint `load_agent` and `moozi eval` play, the best of the run's in-training tests; the",
                       "summary row keeps to the last minute mark, the newest checkpoint then:", ""]
-            lines += table(["agent", "mark", "seeds", "mean", "lowest, highest"],
+            lines += table(["agent", "mark", "seeds", "mean", "range of the seeds"],
                            [[AGENT_NAMES[agent], minute if minute == "best" else f"{minute} min", str(len(values)),
                              f"**{num(statistics.mean(values))}**", interval((min(values), max(values)))]
                             for (agent, minute), values in seeded.items()])
@@ -556,10 +573,12 @@ def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None
     at_last = [m for m in preset if mark_minute(m[5]["minutes"]) == last]
     values = [m[5]["mean_return"] for m in at_last]
     if len(at_last) == 1:
-        result, spread = f"mean return {num(values[0], 1)}", f"{interval(at_last[0][5]['bootstrap_ci'], 1)} (95%, episodes)"
+        mark = at_last[0][5]
+        result = f"mean return {num(values[0], 1)}"
+        spread = f"{interval(mark['bootstrap_ci'], 1)} (95% bootstrap, {mark.get('episodes', 100)} episodes)"
     else:
         result = f"mean return {num(statistics.mean(values), 1)}"
-        spread = f"{interval((min(values), max(values)), 1)} (lowest, highest seed)"
+        spread = seed_range(values)
     return Row(f"MinAtar {MINATAR_NAMES[game]}", MINATAR_NAMES[game].lower().replace(" ", "-"),
                AGENT_NAMES[PRESET_AGENT[game]], result, str(len(at_last)), spread, str(last),
                published_text + " (5M frames)")
@@ -681,10 +700,12 @@ def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str
             "  `python bench/results_page.py --check` refuses one that does not (bench/provenance.py).",
             "- **matmul GFLOP/s**: a float32 2048×2048 matmul timed by the benchmark on its machine, under the load",
             "  it then had. The machines differed several-fold; compare minutes only between rows of similar speed.",
-            "- **intervals**: over episodes, the 95% percentile bootstrap of the mean (10,000 resamples); over",
-            "  seeds, the lowest and highest seed (a 95% percentile bootstrap over three seeds gives exactly that",
-            "  range, since each extreme alone is drawn with probability 1/27 > 2.5%); win rates, the 95% Wilson",
-            "  interval.", "",
+            "- **intervals**: each says what it is. Within one run, a win rate's 95% Wilson interval and a mean",
+            "  return's 95% percentile bootstrap over its episodes (10,000 resamples). Over seeds whose games or",
+            "  episodes are pooled, the same interval over all of them together (it speaks for the games, not for",
+            "  how much a new seed may differ). Otherwise a **range of N seeds**: the lowest and highest seed's",
+            "  figure, which is not a confidence interval (the range of three seeds holds the median over all",
+            "  seeds only 75% of the time: 1 - 2 × 0.5³).", "",
             "## Summary", ""]
     page += summary_table(rows, "") + [""] + sections + investigations
     readme_table = [TABLE_START] + summary_table(rows, "docs/results.md") + [TABLE_END]

@@ -207,8 +207,18 @@ def test_the_connect_four_row_gives_every_seed_of_each_agent():
     row = next(line for line in table if line.startswith("| Connect Four |"))
     assert "seeds 0, 1: 20-0-20, 0.800; 36-0-4, 0.900" in row
     assert "(`--set agent=alphazero`, seed 3: 38-0-2, 0.925)" in row
-    low, high = results_page.wilson_interval(20, 40)[0], results_page.wilson_interval(36, 40)[1]
-    assert f"| 2 | win rate {low:.0%}-{high:.0%} (Wilson, lowest and highest seed) |" in row
+    # The interval pools the seeds' games: 56 wins of 80, not the lowest and highest seed's bounds.
+    low, high = results_page.wilson_interval(56, 80)
+    assert f"| 2 | win rate {low:.0%}-{high:.0%} (95% Wilson, 80 games pooled over 2 seeds) |" in row
+
+
+def test_a_range_of_seeds_is_named_a_range_and_pooled_returns_give_a_bootstrap():
+    assert results_page.seed_range([65.4, 121.2, 88.0]) == "range of 3 seeds 65.4-121.2"
+    runs = [{"mean_return": 2.0, "returns": [1.0, 3.0]}, {"mean_return": 5.0, "returns": [4.0, 6.0]}]
+    low, high = results_page.bootstrap_mean_interval([1.0, 3.0, 4.0, 6.0])
+    assert results_page._pooled_bootstrap(runs, "games") == f"{low:,.0f}-{high:,.0f} (95% bootstrap, 4 games pooled over 2 seeds)"
+    # A file without its episodes' returns: the seeds' range, named as one.
+    assert results_page._pooled_bootstrap([{"mean_return": 2.0}, {"mean_return": 5.0}], "games") == "range of 2 seeds 2-5"
 
 
 def _chance_report() -> dict:
