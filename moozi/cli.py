@@ -1,4 +1,4 @@
-"""The `moozi` command line: train, eval, play, gtp, report, games (the public surface the README lists).
+"""The `moozi` command line: train, eval, play, gtp, report, games, agents (the public surface the README lists).
 
 User errors (bad game names, config keys, inputs, files) print one line and
 exit with code 2; they never show a traceback.
@@ -28,6 +28,7 @@ _SIMULATIONS_HELP = ("MuZero / AlphaZero: simulations of the agent's search per 
 
 
 _JSON_STDOUT = "-"  # `eval --json` without a path
+_AGENT_HELP = "a run directory, or the name of an agent shipped with moozi (`moozi agents` lists them)"
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -64,7 +65,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "bootstrap intervals, written to RUN/ladder.json and RUN/ladder.png, or with --positions (connect_four) "
         "score its greedy moves on solver-labelled positions.",
     )
-    ev.add_argument("run_dir")
+    ev.add_argument("run_dir", help=_AGENT_HELP)
     ev.add_argument("--opponent", default=None,
                     help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder; "
                     "searches with its own run's planner.play_simulations) | pipcount (backgammon: a greedy "
@@ -112,7 +113,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="ladder: resamples for the 95%% intervals (default 200)")
 
     play = sub.add_parser("play", help="play against a trained agent in the terminal, or in the browser (--web)")
-    play.add_argument("run_dir")
+    play.add_argument("run_dir", help=_AGENT_HELP)
     play.add_argument("--web", action="store_true", help="serve a page to play on (two-player board games)")
     play.add_argument("--port", type=int, default=8765, help="--web: the port (0: any free one)")
     play.add_argument("--host", default="127.0.0.1",
@@ -124,7 +125,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "checkpoint directory (default: best if the run kept one, else latest)")
 
     gtp = sub.add_parser("gtp", help="play a run trained on go as a GTP engine on stdin/stdout (docs/go.md)")
-    gtp.add_argument("run_dir")
+    gtp.add_argument("run_dir", help=_AGENT_HELP)
     gtp.add_argument("--simulations", type=int, default=None, metavar="N",
                      help=_SIMULATIONS_HELP)
     gtp.add_argument("--checkpoint", default=None, metavar="WHICH", help="which checkpoint plays: best (the in-training test's best, RUN/checkpoints/BEST) | latest | a "
@@ -137,6 +138,8 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="skip playing a game (or episode) with the run's agent: curves only")
 
     sub.add_parser("games", help="list known games and presets")
+    sub.add_parser("agents", help="list the agents shipped with moozi: their strength and how they were trained "
+                                  "(play one with `moozi play NAME`)")
     return parser
 
 
@@ -240,18 +243,33 @@ def _cmd_eval(args) -> int:
         name = f"eval-{safe}{sampled}.json"
     else:  # no opponent: greedy and sampled play each keep their own file
         name = "eval-sampled.json" if agent.sample else "eval-greedy.json"
-    _write_result(args, result, pathlib.Path(args.run_dir) / name)
+    _write_result(args, result, _result_file(args.run_dir, name))
     return 0
 
 
-def _write_result(args, result, default: pathlib.Path) -> pathlib.Path:
-    """Writes an eval's result file (--json PATH, else `default`) and prints the table, or with a bare
-    --json the result as stdout's last line, in one JSON line (as `moozi train --json`)."""
+def _result_file(run_or_name: str, name: str) -> pathlib.Path | None:
+    """Where an eval's result goes by default: the run directory; None for a shipped agent, whose
+    directory is part of the installed package."""
+    from moozi.play.shipped import agent_directory, is_shipped
+
+    home = agent_directory(run_or_name)
+    return None if is_shipped(home) else home / name
+
+
+def _write_result(args, result, default: pathlib.Path | None) -> pathlib.Path | None:
+    """Writes an eval's result file (--json PATH, else `default`; None: no default file) and prints the
+    table, or with a bare --json the result as stdout's last line, in one JSON line (as `moozi train --json`)."""
     as_json = args.json_file == _JSON_STDOUT
     path = default if args.json_file in (None, _JSON_STDOUT) else pathlib.Path(args.json_file)
     text = result.to_json()
     if not as_json:
         print(result.format_table())
+    if path is None:
+        print("a shipped agent: its result is not written into the package (--json PATH writes it)",
+              file=sys.stderr if as_json else sys.stdout)
+        if as_json:
+            print(json.dumps(json.loads(text)))
+        return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
@@ -284,7 +302,7 @@ def _cmd_positions(args) -> int:
     agent = load_agent(args.run_dir, checkpoint=args.checkpoint, simulations=args.simulations)
     print(f"checkpoint {agent.checkpoint}{_searching(agent)}")
     result = evaluate_agent_on_positions(agent, seed=args.seed)
-    _write_result(args, result, pathlib.Path(args.run_dir) / "eval-positions.json")
+    _write_result(args, result, _result_file(args.run_dir, "eval-positions.json"))
     return 0
 
 
@@ -346,6 +364,20 @@ def _cmd_report(args) -> int:
     page = write_report_page(args.run_dir, play=not args.no_replay)
     print(f"{page} ({page.stat().st_size / 1024:.0f} KiB, {_time.monotonic() - started:.0f} s): open it in a browser; "
           f"the PNGs and summary.md are beside it")
+    return 0
+
+
+def _cmd_agents(args) -> int:
+    from moozi.play.shipped import describe, shipped_agents
+
+    agents = shipped_agents()
+    if not agents:
+        print("no agents ship with this installation (train one: moozi train tic_tac_toe)")
+        return 0
+    for name, info in agents.items():
+        print(describe(name, info))
+    print("play one: moozi play NAME [--web]; measure one: moozi eval NAME --opponent ...; in Python: "
+          "moozi.load_agent(NAME)")
     return 0
 
 
@@ -435,7 +467,7 @@ def main(argv=None) -> int:
     if args.command in ("train", "eval", "play", "gtp"):
         enable_compilation_cache()
     handler = {"train": _cmd_train, "eval": _cmd_eval, "play": _cmd_play, "report": _cmd_report, "games": _cmd_games,
-               "gtp": _cmd_gtp}
+               "gtp": _cmd_gtp, "agents": _cmd_agents}
     try:
         return handler[args.command](args)
     except MooziError as e:

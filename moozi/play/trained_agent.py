@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import pathlib
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from moozi.core.train_step import agent_variables, init_train_state
 from moozi.envs.base import DUMMY_ACTION, StepOutput
 from moozi.envs.registry import make_host_env
 from moozi.errors import MooziError
+from moozi.play.shipped import AGENT_VARIABLES, agent_directory
 from moozi.core.history import init_history
 from moozi.core.planner import play_planner_config
 from moozi.actor_critic.policy_step import act as act_with_policy
@@ -176,7 +178,8 @@ class EpisodeOutcome(NamedTuple):
 
 def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | None = None,
                sample: bool = False, simulations: int | None = None) -> Agent:
-    """The agent of a run directory.
+    """The agent of a run directory, or the agent shipped with the package for a game
+    (`load_agent("connect_four")`: moozi.play.shipped; a run directory of that name wins).
 
     `checkpoint`: None (the default) plays the run's best checkpoint by the in-training test
     (`RUN/checkpoints/BEST`) when it has one, else its latest; "best" or "latest" ask for one
@@ -188,9 +191,7 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
     """
     if simulations is not None and (isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 1):
         raise MooziError(f"simulations must be a positive integer, got {simulations!r}")
-    run_dir = pathlib.Path(run_dir)
-    if not (run_dir / "config.json").exists():
-        raise MooziError(f"{run_dir} is not a moozi run directory (no config.json)")
+    run_dir = agent_directory(run_dir)
     config = load_saved_config(run_dir / "config.json")
     path = resolve_checkpoint(run_dir, checkpoint)
     spec = env_spec(config)
@@ -204,9 +205,21 @@ def load_agent(run_dir: str | pathlib.Path, *, checkpoint: str | pathlib.Path | 
         return ActorCriticAgent(config, ActorCriticTrainState(*tree["train"]).params, checkpoint=path)
     network = build_network(config, spec)
     template = init_train_state(network, config.optimizer, seed_key(config.seed, 0), example_stacked_obs(config, spec))
-    train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
-    variables = agent_variables(train_state, config.train.agent_network)
+    if _holds_agent_variables(path):  # a shipped agent: the playing network's variables, nothing else
+        variables, _, _ = load_checkpoint(path, train_state_template=agent_variables(template),
+                                          expected_meta={"game": spec.name, "contents": AGENT_VARIABLES})
+    else:
+        train_state, _, _ = load_checkpoint(path, train_state_template=template, expected_meta={"game": spec.name})
+        variables = agent_variables(train_state, config.train.agent_network)
     return Agent(config, variables, checkpoint=path, sample=sample, simulations=simulations)
+
+
+def _holds_agent_variables(checkpoint: pathlib.Path) -> bool:
+    """Whether a checkpoint's meta.json says it holds the agent's variables only (moozi.play.shipped)."""
+    try:
+        return json.loads((pathlib.Path(checkpoint) / "meta.json").read_text()).get("contents") == AGENT_VARIABLES
+    except (OSError, ValueError, AttributeError):
+        return False  # load_checkpoint then names what is wrong with the file
 
 
 def resolve_checkpoint(run_dir: pathlib.Path, checkpoint: str | pathlib.Path | None) -> pathlib.Path:

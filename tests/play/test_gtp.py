@@ -320,7 +320,9 @@ def test_cli_gtp_reports_a_missing_run_in_one_line():
     result = subprocess.run([sys.executable, "-m", "moozi.cli", "gtp", "/nonexistent/run"], capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 2
-    assert result.stderr.strip() == "moozi: error: /nonexistent/run is not a moozi run directory (no config.json)"
+    assert result.stderr.strip().startswith(
+        "moozi: error: /nonexistent/run is not a moozi run directory (no config.json) and no shipped agent has that name")
+    assert len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""
 
 
