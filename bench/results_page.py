@@ -112,6 +112,7 @@ class Results:
     anakin: list = dataclasses.field(default_factory=list)  # (file, report)
     gpu: list = dataclasses.field(default_factory=list)  # (file, report)
     chance: list = dataclasses.field(default_factory=list)  # (file, report, game, run): 2048, backgammon
+    shipped: list = dataclasses.field(default_factory=list)  # (file, report): bench/ship_agent.py
 
 
 def read_files(directory: pathlib.Path | None = None) -> list[tuple[str, dict]]:
@@ -140,6 +141,8 @@ def collect(files: list[tuple[str, dict]]) -> Results:
             results.anakin.append((name, report))
         elif report.get("benchmark") == "gpu":
             results.gpu.append((name, report))
+        elif report.get("benchmark") == "ship_agent":
+            results.shipped.append((name, report))
         elif "machine" in report and "metrics" in report:
             results.bench_summary.append((name, report))
         elif report.get("game") == "go9":
@@ -444,6 +447,33 @@ def _area(match: dict) -> str:
     return f"own area in {sum(a > 0 for a in areas)} of {len(areas)}{median}"
 
 
+def shipped_section(results: Results) -> list[str]:
+    """The agents measured for shipping (bench/ship_agent.py): each opponent with the search and with
+    the network alone, the solver and the labelled positions where the game has them, time per move."""
+    if not results.shipped:
+        return []
+    lines = ["## Shipped agents", "",
+             "`python bench/ship_agent.py RUN --export`: the checkpoint `load_agent` plays, measured at its play-time",
+             "simulations and with the network alone (one simulation: the policy's top move), then shipped in",
+             "moozi/agents/ (`moozi agents`, `moozi play GAME`). W-D-L, win rates with their 95% Wilson interval.", ""]
+    rows = []
+    for name, report in sorted(results.shipped, key=lambda f: f[0]):
+        for opponent, r in report["with_search"].items():
+            alone = report["network_alone"][opponent]
+            solver = report.get("solver")
+            rows.append([report["game"], AGENT_NAMES.get(report["agent"], report["agent"]),
+                         num(report["checkpoint"]["minutes"], 1), count(report["checkpoint"]["updates"]),
+                         f"`{opponent}`", f"{wdl(r)} {interval(r['win_rate_ci'])}",
+                         f"{wdl(alone)} {interval(alone['win_rate_ci'])}",
+                         f"{report['positions']['keeps_result']['all']:.3f}" if "positions" in report else "—",
+                         (f"{solver['first_player']['wins']} of {solver['first_player']['games']}" if solver else "—"),
+                         f"{report['seconds_per_move']:.3f} ({report['simulations']} sims)",
+                         num(report["machine"]["matmul_gflops_at_start"], 1), file_link(name)])
+    lines += table(["game", "agent", "minutes", "updates", "opponent", "with its search", "network alone",
+                    "positions kept", "first-player wins vs solver", "s per move", "matmul GFLOP/s", "file"], rows)
+    return lines + [""]
+
+
 def go9_section(results: Results) -> tuple[list[str], Row | None]:
     runs = results.go9
     if not runs:
@@ -684,6 +714,7 @@ def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str
     pong_lines, pong_row = atari_pong_section(results, published)
     sections += pong_lines
     rows += [pong_row] if pong_row else []
+    sections += shipped_section(results)
     sections += speed_section(results)
     investigations = ["## Investigations", "",
                       "How the presets' settings were chosen, with the runs that were not adopted "
