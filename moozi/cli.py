@@ -49,8 +49,9 @@ def _build_parser() -> argparse.ArgumentParser:
                        "seed, 0)")
     train.add_argument("--max-minutes", type=float, default=None, metavar="M",
                        help="stop after M minutes of this invocation (train.max_minutes): a --resume'd run gets M "
-                       "more minutes, counted from its restart, so an optimizer.decay_over=run schedule timed by "
-                       "minutes starts over on resume")
+                       "more minutes, counted from its restart; an optimizer.decay_over=run schedule spans the "
+                       "minutes before the resume plus M, so a run resumed with the minutes it had left continues "
+                       "its schedule where it stopped")
     train.add_argument("--max-env-steps", type=int, default=None, metavar="N",
                        help="stop once the whole run has taken N env steps, those before a --resume included "
                        "(train.max_env_steps): a decay_over=run schedule over env steps continues on resume")

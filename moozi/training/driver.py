@@ -179,7 +179,7 @@ class Driver:
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
         last_metrics: dict[str, float] = {}
         while (reason := self._should_stop(started)) is None:
-            ready = self.loop.iteration(counters, window, run_progress(train, counters, started))
+            ready = self.loop.iteration(counters, window, run_progress(train, counters, started, elapsed_before))
             counters.iteration += 1
             # A test launched an iteration ago has played beside this iteration: its result, then
             # the next test if one is due. A test never stops the loop, yet every test is taken up

@@ -124,13 +124,17 @@ def limit_reached(train, counters, started: float) -> str | None:
     return None
 
 
-def run_progress(train, counters, started: float) -> float:
+def run_progress(train, counters, started: float, elapsed_before: float = 0.0) -> float:
     """The share of the run's planned length done, 0 to 1: the larger of the shares of --max-env-steps
-    (over the whole run) and --max-minutes (this invocation, as `limit_reached` counts it); 0 without
-    either limit. optimizer.decay_over="run" decays the learning rate over it."""
+    (over the whole run) and of the run's minutes, where a run resumed after `elapsed_before` seconds
+    of training plans those seconds plus --max-minutes (this invocation's limit, as `limit_reached`
+    counts it); 0 without either limit. optimizer.decay_over="run" decays the learning rate over it,
+    so a run resumed with the minutes it had left continues its schedule where it stopped, and one
+    given more minutes stretches what is left of it, never climbing back towards the peak."""
     shares = [0.0]
     if train.max_env_steps is not None:
         shares.append(counters.env_steps / train.max_env_steps)
     if train.max_minutes is not None:
-        shares.append((time.monotonic() - started) / (60 * train.max_minutes))
+        done = elapsed_before + time.monotonic() - started
+        shares.append(done / (elapsed_before + 60 * train.max_minutes))
     return min(max(shares), 1.0)

@@ -130,6 +130,13 @@ def test_run_progress_is_the_larger_share_of_the_run_s_limits():
     # 30 s of a 1-minute run: 0.5 beats the env steps' 0.25.
     assert run_progress(TrainConfig(max_env_steps=1000, max_minutes=1.0), counters, now - 30) == pytest.approx(0.5, abs=1e-3)
     assert run_progress(TrainConfig(max_env_steps=100), counters, now) == 1.0  # past the limit: flat at the end
+    # Resumed after 30 of its 60 planned minutes with the 30 it had left: at the restart the schedule is
+    # where it stopped (0.5), and 15 minutes on, three quarters through; not back at 0 (the peak).
+    resumed = TrainConfig(max_minutes=30.0)
+    assert run_progress(resumed, Counters(), now, elapsed_before=1800.0) == pytest.approx(0.5, abs=1e-4)
+    assert run_progress(resumed, Counters(), now - 900, elapsed_before=1800.0) == pytest.approx(0.75, abs=1e-4)
+    # Given 90 more minutes instead, what was left stretches: 30 of 120 at the restart.
+    assert run_progress(TrainConfig(max_minutes=90.0), Counters(), now, elapsed_before=1800.0) == pytest.approx(0.25, abs=1e-4)
 
 
 def test_optimizer_clips_the_global_norm_before_adam():

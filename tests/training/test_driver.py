@@ -26,6 +26,26 @@ def _config(max_env_steps, **extra):
     return tiny_config(**{"train.max_env_steps": max_env_steps}, **extra)
 
 
+def test_a_resumed_run_times_its_schedule_from_the_run_s_start(tmp_path, monkeypatch):
+    # The driver hands the schedule the training seconds before the resume (a decay_over=run
+    # schedule timed by minutes continues where it stopped; run_progress's test has the maths).
+    from moozi.training import driver as driver_module
+
+    seen, real = [], driver_module.run_progress
+
+    def spy(train, counters, started, elapsed_before=0.0):
+        seen.append(elapsed_before)
+        return real(train, counters, started, elapsed_before)
+
+    monkeypatch.setattr(driver_module, "run_progress", spy)
+    run_driver(_config(2 * STEPS_PER_ITERATION), tmp_path / "run")
+    assert seen and set(seen) == {0.0}
+    meta = json.loads((latest_checkpoint(tmp_path / "run") / "meta.json").read_text())
+    seen.clear()
+    run_driver(_config(4 * STEPS_PER_ITERATION), tmp_path / "run", resume=True)
+    assert seen and set(seen) == {meta["counters"]["elapsed_seconds"]} and seen[0] > 0
+
+
 @pytest.mark.slow
 def test_inline_run_writes_run_directory_and_resumes_exactly(tmp_path):
     total = 20 * STEPS_PER_ITERATION
