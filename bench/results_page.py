@@ -9,6 +9,11 @@ in bench/peers/published.json. A game with no file gets no section and no README
 adapter knows stops the script, so a new kind of result gets an adapter here before it is shown.
 tests/test_results_page.py runs the check.
 
+A row is the preset as it is now unless it says otherwise (preset_notes): where its runs played with
+other simulations than today's preset (`build_config(game).planner`), where a file's recorded config
+differs from today's preset at a key the preset sets, and where a file predates a change to its preset
+that it does not record (EARLIER_PRESET), the row's result says so.
+
 Every file also says where its numbers came from (bench/provenance.py): `commit`, `tree_clean`,
 `command`, `machine`, and for a training result each run's resolved `config`. Both modes refuse a
 file without them, except those written before the rule (provenance.LEGACY_FILES, marked † on the page).
@@ -56,6 +61,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import json
 import pathlib
 import re
@@ -87,6 +93,17 @@ C4_PLAY_SIMULATIONS = 100
 PRESET_AGENT = {"tic_tac_toe": "muzero", "connect_four": "muzero", "go9": "alphazero", **{g: "muzero" for g in MINATAR},
                 "2048": "stochastic_muzero", "backgammon": "stochastic_muzero"}
 TILES = ("256", "512", "1024", "2048")  # the 2048 tiles whose shares the page shows
+# Result files measured under a preset that has changed since, written before files recorded their
+# resolved config (a file that records it is compared with today's preset instead, see preset_notes):
+# {file: (the preset's name on the page, what changed since, with the dates of the changes)}. The other
+# rows' files without a config were checked against the history of moozi/config/presets.py: each ran the
+# preset as it is now, or passed the keys it has since taken with --set (their `overrides`).
+EARLIER_PRESET = {
+    "2026-11-25-atari-pong-60min-seed0.json": (
+        "Atari",
+        "2026-12-04: the Q-range floor, the prior's guards (value weight 1, entropy bonus 0.1 with a floor) and "
+        "a cosine learning-rate schedule over the run; 2026-12-05: AdamW weight decay in place of the loss's L2 term"),
+}
 # The investigations behind the presets' settings (docs/experiments/), linked at the page's end.
 EXPERIMENTS = [
     ("What limits Asterix, Seaquest and Freeway", "experiments/2026-11-25-minatar-asterix-seaquest-freeway.md"),
@@ -241,6 +258,89 @@ def mark_minute(minutes: float) -> int:
     return int(round(minutes))
 
 
+def file_date(name: str) -> str:
+    """The date a result file's name begins with (YYYY-MM-DD), or its name where it has none."""
+    match = re.match(r"\d{4}-\d{2}-\d{2}", name)
+    return match.group(0) if match else name
+
+
+# --- today's preset ---------------------------------------------------------------------------------
+# A row shows the preset as it is now unless it says otherwise: what a measurement did not share with
+# today's preset (moozi/config/presets.py, read through moozi.config) is named in the row.
+
+@functools.cache
+def preset_play_simulations(game: str) -> int:
+    """The simulations today's preset plays with (`load_agent`): planner.play_simulations, else num_simulations."""
+    from moozi.config import build_config
+
+    planner = build_config(game).planner
+    return planner.play_simulations if planner.play_simulations is not None else planner.num_simulations
+
+
+@functools.cache
+def _preset_values(game: str, agent: str) -> tuple[tuple[str, str], ...]:
+    """(dotted key, JSON of today's resolved value) for every key today's preset sets for `agent`."""
+    from moozi.config import build_config, config_to_dict, preset_overrides
+
+    resolved = config_to_dict(build_config(game, overrides={"agent": agent}))
+    return tuple((key, json.dumps(_config_value(resolved, key), sort_keys=True))
+                 for key in preset_overrides(game, agent))
+
+
+_ABSENT = object()
+
+
+def _config_value(config: dict, key: str):
+    value = config
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+def config_differences(game: str, agent: str, config: dict) -> list[str]:
+    """'KEY VALUE (the preset now: VALUE)' for each key of today's preset that a recorded config does
+    not share ('KEY unset' where the config predates the key)."""
+    differences = []
+    for key, now in _preset_values(game, agent):
+        value = _config_value(config, key)
+        if value is _ABSENT:
+            differences.append(f"{key} unset (the preset now: {now})")
+        elif json.dumps(value, sort_keys=True) != now:
+            differences.append(f"{key} {json.dumps(value, sort_keys=True)} (the preset now: {now})")
+    return differences
+
+
+def preset_notes(game: str, agent: str, entries: list[tuple[str, dict, dict, int | None]]) -> list[str]:
+    """What a row's measurements did not share with today's preset of `game`, each said once.
+
+    `entries`: (file name, report, run, simulations the run was measured at, None where not recorded).
+    - simulations at play other than the preset's: 'at 12 simulations; the preset plays 25';
+    - a file that records its resolved config: each key of today's preset it does not share;
+    - a file in EARLIER_PRESET: 'measured under an earlier Atari preset (2026-11-25)'.
+    """
+    notes = []
+    measured = sorted({sims for *_, sims in entries if sims is not None})
+    if measured and measured != [preset_play_simulations(game)]:
+        notes.append(f"at {' / '.join(str(s) for s in measured)} simulations; "
+                     f"the preset plays {preset_play_simulations(game)}")
+    for name, report, run, _ in entries:
+        config = run.get("config", report.get("config"))
+        if isinstance(config, dict):
+            differences = config_differences(game, agent, config)
+            if differences:
+                shown = "; ".join(differences[:3]) + (f"; {len(differences) - 3} more" if len(differences) > 3 else "")
+                notes.append(f"not today's preset: {shown}")
+        if name in EARLIER_PRESET:
+            notes.append(f"measured under an earlier {EARLIER_PRESET[name][0]} preset ({file_date(name)})")
+    return list(dict.fromkeys(notes))
+
+
+def with_notes(result: str, notes: list[str]) -> str:
+    return "; ".join([result, *notes])
+
+
 # --- sections -------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -265,32 +365,55 @@ def tic_tac_toe_section(results: Results) -> tuple[list[str], Row | None]:
              "the checkpoints are then played in order against `minimax` (100 games, both seats), and the row",
              "gives the training minutes of the first that lost none (compiling included), then that one's",
              "result against a random player (wins-draws-losses of 100). Losses to `minimax` at each checkpoint",
-             "are listed as minutes: losses.", ""]
-    rows, reached = [], []
+             "are listed as minutes: losses. The minutes scale with the machine's speed (matmul GFLOP/s), so the",
+             "summary row gives the fastest machine's seeds and, where the files hold a slower one, the slowest's.", ""]
+    rows = []
     for name, report, run in runs:
         minutes = run["minutes_to_no_losses_vs_minimax"]
         budget = max(point["minutes"] for point in run["curve"])
-        if minutes is not None:
-            reached.append(minutes)
         vs_random = run.get("at_target_vs_random")
         curve = ", ".join(f"{p['minutes']:.2f}: {p['losses_vs_minimax']}" for p in run["curve"])
         rows.append([str(run["seed"]), num(minutes) if minutes is not None else f"none within {num(budget)}",
                      wdl(vs_random) if vs_random else "—", curve, gflops(report, run), file_link(name)])
     lines += table(["seed", "minutes to no losses vs `minimax`", "then vs random", "losses vs `minimax` by minute",
                     "matmul GFLOP/s", "file"], rows)
-    # The summary row gives the newest measurement (the report started last): its seeds, on one machine.
-    newest = max(runs, key=lambda item: item[1].get("started_at", ""))[0]
-    latest = [run for name, _, run in runs if name == newest]
-    reached = [run["minutes_to_no_losses_vs_minimax"] for run in latest
-               if run["minutes_to_no_losses_vs_minimax"] is not None]
-    budget = max(max(p["minutes"] for p in run["curve"]) for run in latest)
-    if reached:
-        result = (f"loses none of 100 games to `minimax` after {' / '.join(num(m) for m in sorted(reached))} min"
-                  f" ({len(reached)} of {len(latest)} seeds within {num(budget)} min)")
-    else:
-        result = f"no seed loses none of 100 games to `minimax` within {num(budget)} min"
-    row = Row("Tic-tac-toe", "tic-tac-toe", "MuZero", result, str(len(latest)), "—", num(budget, 1), "—")
+    # The summary row: the fastest machine's runs (one file: its seeds, on one machine), and beside them
+    # the slowest machine's, since the minutes scale with the machine's speed several-fold.
+    by_file: dict = {}
+    for name, report, run in runs:
+        by_file.setdefault(name, (report, []))[1].append(run)
+    ordered = sorted(by_file.items(), key=lambda item: (_gflops_value(item[1][0], item[1][1][0]) or 0.0,
+                                                         item[1][0].get("started_at", "")))
+    fastest, slowest = ordered[-1], ordered[0]
+    shown = [fastest] if slowest[0] == fastest[0] else [fastest, slowest]
+    parts, budgets, seeds = [], [], []
+    for first, (name, (report, file_runs)) in zip((True, False), shown):
+        reached = sorted(run["minutes_to_no_losses_vs_minimax"] for run in file_runs
+                         if run["minutes_to_no_losses_vs_minimax"] is not None)
+        budget = max(max(p["minutes"] for p in run["curve"]) for run in file_runs)
+        speed = f"at {gflops(report, file_runs[0])} GFLOP/s"
+        within = f"({len(reached)} of {len(file_runs)} seeds within {num(budget)} min)"
+        after = f"after {' / '.join(num(m) for m in reached)} min"
+        if first:
+            parts.append(f"loses none of 100 games to `minimax` {after} {speed} {within}" if reached else
+                         f"no seed loses none of 100 games to `minimax` within {num(budget)} min {speed}")
+        else:
+            parts.append(f"{speed} {after} {within}" if reached else f"{speed} no seed within {num(budget)} min")
+        budgets.append(num(budget, 1))
+        seeds.append(str(len(file_runs)))
+    notes = preset_notes("tic_tac_toe", PRESET_AGENT["tic_tac_toe"],
+                         [(name, report, run, None) for name, (report, file_runs) in shown for run in file_runs])
+    row = Row("Tic-tac-toe", "tic-tac-toe", "MuZero", with_notes("; ".join(parts), notes), "; ".join(seeds), "—",
+              "; ".join(budgets), "—")
     return lines, row
+
+
+def _gflops_value(report: dict, run: dict) -> float | None:
+    """The machine's matmul speed as a number (the lowest where it was measured during training)."""
+    training = run.get("matmul_gflops_training", report.get("matmul_gflops_training"))
+    if training:
+        return min(training)
+    return run.get("matmul_gflops", report.get("matmul_gflops"))
 
 
 def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
@@ -339,6 +462,8 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     others = [m for m in played if m[2]["agent"] != PRESET_AGENT["connect_four"]]
     for agent in sorted({m[2]["agent"] for m in others}):
         result += f" (`--set agent={agent}`, {per_seed([m for m in others if m[2]['agent'] == agent])})"
+    result = with_notes(result, preset_notes("connect_four", PRESET_AGENT["connect_four"],
+                                             [(m[0], m[1], m[2], m[3]["simulations"]) for m in headline]))
     row = Row("Connect Four", "connect-four", "MuZero", result, str(len({m[2]["seed"] for m in headline})),
               pooled_wilson([m[3]["mcts:1000"] for m in headline], "win rate "),
               num(max(m[3]["minutes"] for m in headline), 1), "—")
@@ -379,7 +504,10 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
             result = f"mean score {sum(scores) / len(scores):,.0f} over 100 games, 1024 tile in " + \
                      f"{sum(g[3].get('tile_shares', {}).get('1024', 0.0) for g in preset) / len(preset):.0%}"
             if others:
-                result += f" (MuZero: {sum(g[3]['mean_return'] for g in others) / len(others):,.0f})"
+                result += f" (MuZero{_simulations_apart(others, preset)}: " \
+                          f"{sum(g[3]['mean_return'] for g in others) / len(others):,.0f})"
+            result = with_notes(result, preset_notes("2048", PRESET_AGENT["2048"],
+                                                     [(n, r, run, run.get("simulations")) for n, r, _, run in preset]))
             rows.append(Row("2048", "2048", AGENT_NAMES[PRESET_AGENT["2048"]], result, str(len(preset)),
                             _pooled_bootstrap([g[3] for g in preset], "games"), num(preset[0][3]["minutes"], 1), "—"))
     matches = [entry for entry in results.chance if entry[2] == "backgammon"]
@@ -410,11 +538,21 @@ def chance_sections(results: Results) -> tuple[list[str], list[Row]]:
             result = f"{mean_rate('random'):.0%} of {games} games vs random, {mean_rate('pipcount'):.0%} vs `pipcount`"
             others = [g[3] for g in matches if g[3]["agent"] != PRESET_AGENT["backgammon"]]
             if others:
-                result += f" (MuZero: {mean_rate('random', others):.0%} vs random)"
+                apart = _simulations_apart([g for g in matches if g[3]["agent"] != PRESET_AGENT["backgammon"]], preset)
+                result += f" (MuZero{apart}: {mean_rate('random', others):.0%} vs random)"
+            result = with_notes(result, preset_notes("backgammon", PRESET_AGENT["backgammon"],
+                                                     [(n, r, run, run.get("simulations")) for n, r, _, run in preset]))
             rows.append(Row("Backgammon", "backgammon", AGENT_NAMES[PRESET_AGENT["backgammon"]], result,
                             str(len(runs)), pooled_wilson([run["random"] for run in runs], "vs random "),
                             num(runs[0]["minutes"], 1), "—"))
     return lines, rows
+
+
+def _simulations_apart(others: list, preset: list) -> str:
+    """' at N simulations' where the compared agent's runs searched with other counts than the preset agent's."""
+    theirs = sorted({g[3].get("simulations") for g in others} - {None})
+    ours = sorted({g[3].get("simulations") for g in preset} - {None})
+    return f" at {' / '.join(str(s) for s in theirs)} simulations" if theirs and theirs != ours else ""
 
 
 def _pooled_bootstrap(runs: list[dict], unit: str) -> str:
@@ -518,6 +656,9 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
         result += f"; {gnugo[0]}: {gnugo[1]['wins']} wins in {gnugo[1]['games']}"
         if gnugo[1].get("own_area"):
             result += f", {_area(gnugo[1])}"
+    name, report, _ = preset[-1]
+    simulations = run.get("simulations", vs_random.get("simulations"))
+    result = with_notes(result, preset_notes("go9", run["agent"], [(name, report, run, simulations)]))
     row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, "1",
               pooled_wilson([vs_random], "win rate vs random "), num(run["minutes"], 1), "—")
     return lines, row
@@ -609,6 +750,7 @@ def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None
     else:
         result = f"mean return {num(statistics.mean(values), 1)}"
         spread = seed_range(values)
+    result = with_notes(result, preset_notes(game, PRESET_AGENT[game], [(m[0], m[1], m[4], None) for m in at_last]))
     return Row(f"MinAtar {MINATAR_NAMES[game]}", MINATAR_NAMES[game].lower().replace(" ", "-"),
                AGENT_NAMES[PRESET_AGENT[game]], result, str(len(at_last)), spread, str(last),
                published_text + " (5M frames)")
@@ -619,10 +761,17 @@ def atari_pong_section(results: Results, published: dict) -> tuple[list[str], Ro
         return [], None
     reference = published["atari_pong"]
     lines = ["## Atari Pong", "",
-             "`moozi train atari:Pong --max-minutes 60` with the defaults (the Atari preset), one core (`taskset`)",
-             "beside other runs. The run's in-training test (every 1,000 updates) was not reached, so the figure is",
-             "the training episodes' mean return over the last 20 minutes (the mean of the log windows' means).",
-             f"{reference['source']}: random play {reference['random']:g}, the worst score -21.", ""]
+             "`moozi train atari:Pong --max-minutes 60` with the defaults (the Atari preset of the file's date), one",
+             "core (`taskset`) beside other runs. The run's in-training test (every 1,000 updates) was not reached, so",
+             "the figure is the training episodes' mean return over the last 20 minutes (the mean of the log windows'",
+             f"means). {reference['source']}: random play {reference['random']:g}, the worst score -21.", ""]
+    earlier = [name for name, _ in results.atari_pong if name in EARLIER_PRESET]
+    for name in earlier:
+        label, changes = EARLIER_PRESET[name]
+        none_today = len(earlier) == len(results.atari_pong)
+        lines += [f"Measured under an earlier {label} preset ({file_date(name)}, [{name}](../bench/results/{name})):",
+                  f"the preset has changed since ({changes})."
+                  + (" No result file holds a run of today's preset." if none_today else ""), ""]
     rows, row = [], None
     for name, report in results.atari_pong:
         summary, windows = report["summary"], report["episode_returns"]
@@ -634,7 +783,9 @@ def atari_pong_section(results: Results, published: dict) -> tuple[list[str], Ro
         rows.append([seed.group(1) if seed else "—", num(minutes, 1), count(summary["updates"]), count(summary["env_steps"]),
                      count(summary["episodes"]), str(summary["tests"]), f"**{num(mean)}** ({len(last)} windows)",
                      gflops(report), file_link(name)])
-        row = Row("Atari Pong", "atari-pong", "MuZero", f"training episodes {num(mean, 1)} (last 20 min)", "1", "—",
+        result = with_notes(f"training episodes {num(mean, 1)} (last 20 min)",
+                            preset_notes("atari:Pong", "muzero", [(name, report, summary, None)]))
+        row = Row("Atari Pong", "atari-pong", "MuZero", result, "1", "—",
                   num(minutes, 1), f"random play {reference['random']:g}")
     lines += table(["seed", "minutes", "updates", "env steps", "episodes", "tests", "training return, last 20 min",
                     "matmul GFLOP/s", "file"], rows)
@@ -693,7 +844,7 @@ def speed_section(results: Results) -> list[str]:
 
 
 def summary_table(rows: list[Row], link_prefix: str) -> list[str]:
-    return table(["game", "agent", "result (the preset's)", "seeds", "interval", "minutes", "published", "details"],
+    return table(["game", "agent", "result", "seeds", "interval", "minutes", "published", "details"],
                  [[r.game, r.agent, r.result, r.seeds, r.interval, r.minutes, r.published,
                    f"[details]({link_prefix}#{r.anchor})"] for r in rows])
 
@@ -725,6 +876,9 @@ def build(files: list[tuple[str, dict]], published: dict) -> tuple[str, list[str
             "Every figure here is read from a result file in bench/results/ (linked in each row) or, for published",
             "figures, bench/peers/published.json. `python bench/results_page.py` rewrites this page and the README's",
             "table; `tests/test_results_page.py` fails when they differ from the files.", "",
+            "- **result**: each game's preset as it is now (moozi/config/presets.py), unless the row says what",
+            "  differed: simulations at play other than the preset's, a key the file's recorded config does not share",
+            "  with today's preset, or a preset that has changed since the file was written.",
             "- **minutes**: wall-clock training time at the mark, compiling included.",
             "- **†**: a file written before result files recorded the commit, the command and the resolved",
             "  config; the code is that of main on the file's date. Every newer file records all three, and",

@@ -233,8 +233,11 @@ def _chance_report() -> dict:
                       "tile_shares": {"256": 0.99, "512": 0.8, "1024": 0.31}},
                      {**run, "agent": "muzero", "mean_return": 4_000.0, "bootstrap_ci": [3_600.0, 4_400.0],
                       "tile_shares": {"256": 0.9, "512": 0.45, "1024": 0.04}}],
-            "backgammon": [{**run, "agent": "stochastic_muzero", "random": match(93, 7), "pipcount": match(41, 59)},
-                           {**run, "agent": "muzero", "random": match(61, 39), "pipcount": match(9, 91)}]}
+            # Backgammon's runs at the preset's play simulations (other counts get a note: see the 2048 test).
+            "backgammon": [{**run, "simulations": results_page.preset_play_simulations("backgammon"),
+                            "agent": "stochastic_muzero", "random": match(93, 7), "pipcount": match(41, 59)},
+                           {**run, "simulations": results_page.preset_play_simulations("backgammon"),
+                            "agent": "muzero", "random": match(61, 39), "pipcount": match(9, 91)}]}
 
 
 def test_chance_games_add_their_sections_and_rows():
@@ -265,3 +268,111 @@ def test_a_minatar_best_mark_shows_as_best_with_its_own_seed_mean_and_stays_out_
     assert page.index("| MuZero | 60 min | 2 |") < page.index("| MuZero | best | 2 |")
     row = next(line for line in table if line.startswith("| MinAtar Breakout |"))
     assert "mean return 13.0" in row and "| 60 |" in row
+
+
+def _summary_row(table: list[str], game: str) -> str:
+    return next(line for line in table if line.startswith(f"| {game} |"))
+
+
+def test_the_result_column_claims_no_preset_and_the_preset_plays_what_build_config_says():
+    _, table = results_page.build(results_page.read_files(), _published())
+    assert table[1].startswith("| game | agent | result | seeds |")
+    assert "(the preset's)" not in results_page.README.read_text() + results_page.PAGE.read_text()
+    from moozi.config import build_config
+
+    planner = build_config("2048").planner
+    assert results_page.preset_play_simulations("2048") == (planner.play_simulations or planner.num_simulations)
+    assert results_page.preset_play_simulations("connect_four") == results_page.C4_PLAY_SIMULATIONS
+
+
+def test_a_2048_run_at_other_simulations_than_the_presets_says_so():
+    files = [f for f in results_page.read_files() if "2048" not in f[1] and "backgammon" not in f[1]]
+    preset = results_page.preset_play_simulations("2048")
+    _, table = results_page.build([*files, ("x-chance.json", _chance_report())], _published())
+    assert "the preset plays" not in _summary_row(table, "2048")  # every run at the preset's simulations
+    report = _chance_report()
+    report["2048"][0]["simulations"] = 12
+    _, table = results_page.build([*files, ("x-chance.json", report)], _published())
+    row = _summary_row(table, "2048")
+    assert f"(MuZero at 25 simulations: 4,000); at 12 simulations; the preset plays {preset} |" in row
+    # The committed files: Stochastic MuZero played at 12 (their overrides), the preset at 25.
+    _, table = results_page.build(results_page.read_files(), _published())
+    if preset != 12:
+        assert f"at 12 simulations; the preset plays {preset}" in _summary_row(table, "2048")
+
+
+def test_the_atari_row_and_section_say_they_were_measured_under_an_earlier_preset():
+    page, table = results_page.build(results_page.read_files(), _published())
+    name = "2026-11-25-atari-pong-60min-seed0.json"
+    assert name in results_page.EARLIER_PRESET
+    assert "; measured under an earlier Atari preset (2026-11-25) |" in _summary_row(table, "Atari Pong")
+    section = page[page.index("## Atari Pong"):page.index("## ", page.index("## Atari Pong") + 3)]
+    assert "Measured under an earlier Atari preset (2026-11-25" in section
+    # A file of today's preset gets no such label (and the section no longer claims none exists).
+    files = [(n if n != name else "2026-12-07-atari-pong-60min-seed0.json", r) for n, r in results_page.read_files()]
+    page, table = results_page.build(files, _published())
+    assert "earlier" not in _summary_row(table, "Atari Pong") and "earlier Atari preset" not in page
+
+
+def test_every_file_named_under_an_earlier_preset_exists_and_records_no_config():
+    # A file that records its resolved config is compared with today's preset instead (config_differences).
+    from bench import provenance
+
+    for name in results_page.EARLIER_PRESET:
+        assert (results_page.RESULTS / name).exists(), name
+        assert name in provenance.LEGACY_FILES, name
+
+
+def test_a_recorded_config_that_differs_from_todays_preset_is_named_in_the_row():
+    files = [(n, r) for n, r in results_page.read_files() if "go9" not in n]
+    newest = "2026-12-06-go9-alphazero-signals-seed0.json"
+    report = json.loads((results_page.RESULTS / newest).read_text())
+    _, table = results_page.build([*files, (newest, report)], _published())
+    assert "not today's preset" not in _summary_row(table, "Go 9×9")  # the preset as it is now
+    changed = copy.deepcopy(report)
+    changed["config"]["planner"]["full_search_share"] = 1.0
+    del changed["config"]["env"]["go_features"]
+    _, table = results_page.build([*files, (newest, changed)], _published())
+    row = _summary_row(table, "Go 9×9")
+    assert "; not today's preset: " in row
+    assert "env.go_features unset (the preset now: true)" in row
+    assert "planner.full_search_share 1.0 (the preset now: 0.5)" in row
+
+
+def _tic_tac_toe_report(gflops: float, minutes: list, started_at: str) -> dict:
+    runs = [{"seed": seed, "minutes_to_no_losses_vs_minimax": m,
+             "curve": [{"minutes": m if m is not None else 3.1, "losses_vs_minimax": 0 if m is not None else 4}],
+             **({"at_target_vs_random": {"wins": 95, "draws": 5, "losses": 0}} if m is not None else {})}
+            for seed, m in enumerate(minutes)]
+    return {"benchmark": "learning", "matmul_gflops": gflops, "started_at": started_at, "tic_tac_toe": runs}
+
+
+def test_the_tic_tac_toe_row_gives_the_slowest_machine_beside_the_fastest():
+    files = [f for f in results_page.read_files() if "tic_tac_toe" not in f[1]]
+    fast = ("a-fast.json", _tic_tac_toe_report(490.0, [0.5, 0.75], "2026-11-29T00:00:00+0000"))
+    middle = ("b-middle.json", _tic_tac_toe_report(200.0, [1.0, 1.5], "2026-11-30T00:00:00+0000"))
+    slow = ("c-slow.json", _tic_tac_toe_report(118.0, [None, 2.5], "2026-11-28T00:00:00+0000"))
+    _, table = results_page.build([*files, fast, middle, slow], _published())
+    row = _summary_row(table, "Tic-tac-toe")
+    assert ("| loses none of 100 games to `minimax` after 0.50 / 0.75 min at 490.0 GFLOP/s (2 of 2 seeds within"
+            " 0.75 min); at 118.0 GFLOP/s after 2.50 min (1 of 2 seeds within 3.10 min) | 2; 2 |") in row
+    assert "200.0" not in row
+    _, table = results_page.build([*files, ("c-slow.json", _tic_tac_toe_report(118.0, [None, None], "x"))],
+                                  _published())
+    row = _summary_row(table, "Tic-tac-toe")  # one machine: its result alone, with its speed
+    assert "| no seed loses none of 100 games to `minimax` within 3.10 min at 118.0 GFLOP/s | 2 |" in row
+    # The committed files: the fastest and the slowest machine both shown.
+    _, table = results_page.build(results_page.read_files(), _published())
+    speeds = re.findall(r"at ([\d.,]+) GFLOP/s", _summary_row(table, "Tic-tac-toe"))
+    assert len(speeds) == 2 and float(speeds[0].replace(",", "")) > float(speeds[1].replace(",", ""))
+
+
+def test_the_readmes_suite_timings_each_have_a_record():
+    # Every m:ss the README's Tests section cites is in CONTRIBUTING.md (whose table names the result
+    # files), or says beside it that no file records it.
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Tests"):readme.index("\n## ", readme.index("## Tests") + 1)]
+    contributing = (ROOT / "CONTRIBUTING.md").read_text()
+    timings = re.findall(r"\b(\d{1,2}:\d{2})\b(?!\s*\(not recorded in a result file\))", section)
+    assert timings
+    assert [t for t in timings if t not in contributing] == []
