@@ -646,21 +646,34 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
     lines += table(["agent", "seed", "minutes", "updates", "env steps", "vs random (W-D-L)", "win rate, 95%",
                     "vs GNU Go: wins (margins)", "those games' moves; passed before GNU Go", "area and median margin",
                     "matmul GFLOP/s", "file"], rows)
-    # The summary row: the newest run of the preset's agent (files are read in name order, dated first).
-    preset = [r for r in runs if r[2]["agent"] == PRESET_AGENT["go9"]] or runs
-    _, _, run = preset[-1]
-    vs_random = run["vs_random"]
-    result = f"{wdl(vs_random)} in {vs_random['games']} games vs random"
-    gnugo = _gnugo(run)
-    if gnugo:
-        result += f"; {gnugo[0]}: {gnugo[1]['wins']} wins in {gnugo[1]['games']}"
-        if gnugo[1].get("own_area"):
-            result += f", {_area(gnugo[1])}"
-    name, report, _ = preset[-1]
-    simulations = run.get("simulations", vs_random.get("simulations"))
-    result = with_notes(result, preset_notes("go9", run["agent"], [(name, report, run, simulations)]))
-    row = Row("Go 9×9", "go-99", AGENT_NAMES[run["agent"]], result, "1",
-              pooled_wilson([vs_random], "win rate vs random "), num(run["minutes"], 1), "—")
+    # The summary row: every run of today's preset (a recorded config that shares each key the preset
+    # sets), pooled; where none records its config, the newest run of the preset's agent (files are
+    # read in name order, dated first).
+    agent_runs = [r for r in runs if r[2]["agent"] == PRESET_AGENT["go9"]] or runs
+    todays = [r for r in agent_runs if isinstance(r[2].get("config", r[1].get("config")), dict)
+              and not config_differences("go9", r[2]["agent"], r[2].get("config", r[1].get("config")))]
+    chosen = todays or agent_runs[-1:]
+    played = [run for _, _, run in chosen]
+    games = sum(run["vs_random"]["games"] for run in played)
+    wins = sum(run["vs_random"]["wins"] for run in played)
+    draws = sum(run["vs_random"].get("draws", 0) for run in played)
+    result = f"{wins}-{draws}-{games - wins - draws} in {games} games vs random"
+    gnugo = [_gnugo(run) for run in played]
+    if all(gnugo):
+        pooled = {"wins": sum(m["wins"] for _, m in gnugo), "games": sum(m["games"] for _, m in gnugo),
+                  "margins": [x for _, m in gnugo for x in m.get("margins", [])],
+                  "own_area": [x for _, m in gnugo for x in (m.get("own_area") or [])]}
+        result += f"; {gnugo[0][0]}: {pooled['wins']} wins in {pooled['games']}"
+        if all(m.get("own_area") for _, m in gnugo):
+            result += f", {_area(pooled)}"
+    entries = [(name, report, run, run.get("simulations", run["vs_random"].get("simulations")))
+               for name, report, run in chosen]
+    result = with_notes(result, preset_notes("go9", played[-1]["agent"], entries))
+    seeds = sorted({run["seed"] for run in played})
+    low, high = min(run["minutes"] for run in played), max(run["minutes"] for run in played)
+    row = Row("Go 9×9", "go-99", AGENT_NAMES[played[-1]["agent"]], result, str(len(seeds)),
+              pooled_wilson([run["vs_random"] for run in played], "win rate vs random "),
+              num(low, 1) if num(low, 1) == num(high, 1) else f"{num(low, 1)}-{num(high, 1)}", "—")
     return lines, row
 
 

@@ -376,3 +376,28 @@ def test_the_readmes_suite_timings_each_have_a_record():
     timings = re.findall(r"\b(\d{1,2}:\d{2})\b(?!\s*\(not recorded in a result file\))", section)
     assert timings
     assert [t for t in timings if t not in contributing] == []
+
+
+def test_the_go_row_pools_every_seed_of_today_s_preset():
+    import copy as copy_
+
+    files = results_page.read_files()
+    name, report = next((n, r) for n, r in files if n == "2026-12-06-go9-alphazero-signals-seed0.json")
+    seed1 = copy_.deepcopy(report)
+    seed1["seed"] = seed1["config"]["seed"] = 1
+    seed1["minutes"] = 60.2
+    match = seed1["vs_gnugo_level1"]
+    match["wins"], match["own_area"] = 3, [0] * 10 + [5] * 10
+    match["margins"] = [-30.0] * 20
+    others = [(n, r) for n, r in files if "go9-alphazero-signals" not in n or n == name]  # seed 0 alone of today's
+    _, table = results_page.build(others + [("2026-12-07-go9-alphazero-signals-seed1.json", seed1)], _published())
+    row = next(line for line in table if line.startswith("| Go 9×9 |"))
+    first = report["vs_gnugo_level1"]
+    wins = first["wins"] + 3
+    area = sum(a > 0 for a in first["own_area"]) + 10
+    import statistics as stats
+
+    median = stats.median([m for m in first["margins"] if m is not None] + [-30.0] * 20)
+    assert f"80-0-0 in 80 games vs random; GNU Go level 1: {wins} wins in 40, own area in {area} of 40; median margin {median:+g}" in row
+    assert "| 2 | win rate vs random" in row and "(95% Wilson, 80 games pooled over 2 seeds)" in row
+    assert "| 59.4-60.2 |" in row
