@@ -18,6 +18,9 @@ Names are `pgx:<env id>` for any id in `pgx.available_envs()`, e.g.
   mover gets pgx's penalty (-1; in two-player games the opponent gets +1). We
   get there by hiding the library mask for out-of-range and dummy actions
   before calling `pgx.Env.step`, so pgx, not moozi, decides the penalty.
+- `chance_rules` splits a step into its afterstate and its chance outcome with the true
+  probabilities, for the games with chance whose split is written (2048: moozi/envs/afterstates.py);
+  None for the others.
 - pgx's backgammon gives a player several moves in a row (one per die): its
   spec says `turns_alternate=False`, and the targets take each step's sign
   from `to_play`. kuhn_poker/leduc_holdem hide information, which the search
@@ -32,6 +35,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from moozi.envs.afterstates import for_pgx
 from moozi.envs.base import DUMMY_ACTION, SINGLE_AGENT, EnvSpec, StepOutput, TerritorySpec
 from moozi.errors import MooziError, UnknownGameError, UnsupportedGameError
 
@@ -121,6 +125,9 @@ class PgxEnv:
             turns_alternate=name.removeprefix(PREFIX) not in _TURNS_REPEAT,
             territory=territory,
         )
+        # The step split into afterstate and chance outcome, where one is written (pgx's 2048), else None:
+        # AlphaZero mode's search with chance nodes (moozi/envs/afterstates.py).
+        self.chance_rules = for_pgx(self)
 
     def _observation(self, state):
         obs = _as_image(state.observation)
