@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from moozi.config import Config
 from moozi.core.acting import ActFn, capped_act, make_muzero_act
 from moozi.core.alphazero import make_alphazero_act
+from moozi.core.alphazero_chance import make_alphazero_chance_act
 from moozi.core.loss import LossConfig, loss_fn
 from moozi.core.network import Network, make_network
 from moozi.core.planner import PlannerConfig, fast_planner_config, search_discount
@@ -24,6 +25,7 @@ from moozi.core.stochastic_network import make_stochastic_network
 from moozi.core.stochastic_planner import make_stochastic_planner
 from moozi.core.symmetry import board_symmetry, make_symmetry_augment
 from moozi.envs.base import Env, EnvSpec
+from moozi.envs.afterstates import EXACT_CHANCE_GAMES, chance_rules_of
 from moozi.envs.action_planes import action_features, action_planes, point_actions
 from moozi.envs.jax_vector import JaxVectorEnv
 from moozi.envs.registry import is_jax_native, make_env, resolve_game_name
@@ -136,7 +138,13 @@ def _act(agent: str, network: Network, planner_config: PlannerConfig, spec: EnvS
          num_chance_outcomes: int | None, alphazero_env: tuple | None) -> ActFn:
     if agent == "alphazero":
         game, options = alphazero_env
-        return make_alphazero_act(make_env(game, **dict(options)), network, planner_config, spec)
+        env = make_env(game, **dict(options))
+        if planner_config.chance_search == "exact":  # chance nodes over the rules' exact split
+            if chance_rules_of(env) is None:
+                raise MooziError(f"planner.chance_search='exact': {game} gives no exact chance outcomes; "
+                                 f"games that do: {', '.join(EXACT_CHANCE_GAMES)} (else 'sampled')")
+            return make_alphazero_chance_act(env, network, planner_config, spec)
+        return make_alphazero_act(env, network, planner_config, spec)
     planner = None  # MuZero's search over the learned model
     if num_chance_outcomes is not None:
         planner = make_stochastic_planner(planner_config, network, spec.num_actions, num_chance_outcomes,

@@ -201,6 +201,8 @@ def validate(config: Config) -> None:
         )
     if config.agent == STOCHASTIC_AGENT:
         _validate_stochastic(config)
+    if config.planner.chance_search == "exact":
+        _validate_exact_chance(config)
     if config.env.num_processes > config.env.num_envs:
         raise ConfigError(
             f"env.num_processes={config.env.num_processes} exceeds env.num_envs={config.env.num_envs}: "
@@ -268,6 +270,24 @@ def _validate_stochastic(config: Config) -> None:
         value = getattr(config.stochastic, key)
         if value < 0:
             raise ConfigError(f"bad value {value!r} for stochastic.{key}: expected a number >= 0")
+
+
+def _validate_exact_chance(config: Config) -> None:
+    """planner.chance_search='exact' (moozi/core/alphazero_chance.py): AlphaZero mode, PUCT, and a game
+    whose bridge splits its step into afterstate and chance outcome."""
+    from moozi.envs.afterstates import EXACT_CHANCE_GAMES
+    from moozi.envs.registry import resolve_game_name
+
+    if config.agent != "alphazero":
+        raise ConfigError(f"planner.chance_search='exact' is for agent=alphazero (a search over the game's rules); "
+                          f"agent={config.agent!r} does not search the rules (leave it 'sampled')")
+    if resolve_game_name(config.game) not in EXACT_CHANCE_GAMES:
+        raise ConfigError(f"planner.chance_search='exact' needs a game whose chance outcomes the bridge gives "
+                          f"exactly: {', '.join(EXACT_CHANCE_GAMES)}; {config.game!r} is not one (use 'sampled')")
+    policy = config.planner.search_policy.value
+    if policy != "muzero":
+        raise ConfigError(f"planner.search_policy={policy!r} is not allowed with planner.chance_search='exact'; "
+                          "allowed: 'muzero' (PUCT: mctx has no Gumbel policy with chance nodes)")
 
 
 def resolve_rollout_workers(config: Config, cpus: float) -> Config:

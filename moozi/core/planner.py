@@ -41,6 +41,8 @@ class SearchPolicy(enum.Enum):
 
 PASS_RULES = ("search", "after_opponent_if_ahead", "no_eye_fill")  # planner.play_pass_rule (moozi/play/pass_rule.py)
 POLICY_TARGETS = ("visits", "completed_q")  # planner.policy_target
+CHANCE_SEARCHES = ("sampled", "exact")  # planner.chance_search
+AFTERSTATE_VALUES = ("expected", "parent")  # planner.afterstate_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +108,18 @@ class PlannerConfig:
     visits; a greedy agent (temperature 0: evaluation, play) takes the argmax of this improved policy,
     as Gumbel MuZero takes its best completed-Q move, not the most visited move, which with few
     simulations is mostly the prior's choice. Gumbel MuZero's target is always its completed-Q policy."""
+    chance_search: Literal["sampled", "exact"] = "sampled"
+    """AlphaZero mode (agent=alphazero) only: how its search over the game's rules meets chance inside
+    a step. "sampled": the env's step draws one outcome where an edge is expanded, and the search
+    plans as if that draw were certain. "exact": the step is split into its afterstate and its chance
+    outcome (moozi/envs/afterstates.py) and the outcomes are expanded as chance nodes weighted by
+    their true probabilities (moozi/core/alphazero_chance.py; mctx's Stochastic MuZero search, PUCT
+    only), for games whose bridge gives that split (pgx:2048; docs/stochastic.md)."""
+    afterstate_value: Literal["expected", "parent"] = "expected"
+    """With `chance_search="exact"`: the value a chance node starts from, which mctx keeps in its mean.
+    "expected": one expectimax step over the network's values of every outcome, weighted by their
+    probabilities (C network calls per expansion, 32 for 2048). "parent": the network's value of the
+    state the move is made from (no extra call; every move starts equal)."""
     min_value_range: float = 1e-8
     """Gumbel MuZero and `policy_target="completed_q"`, in value units: the smallest spread of a node's completed Q-values that
     the min-max rescaling to [0, 1] divides by (mctx's `epsilon`). With mctx's default (1e-8) any
@@ -149,6 +163,10 @@ class PlannerConfig:
             raise MooziError(f"planner.discount must be in [0, 1], got {self.discount}")
         if self.policy_target not in POLICY_TARGETS:
             raise MooziError(f"planner.policy_target={self.policy_target!r}; allowed: {', '.join(POLICY_TARGETS)}")
+        if self.chance_search not in CHANCE_SEARCHES:
+            raise MooziError(f"planner.chance_search={self.chance_search!r}; allowed: {', '.join(CHANCE_SEARCHES)}")
+        if self.afterstate_value not in AFTERSTATE_VALUES:
+            raise MooziError(f"planner.afterstate_value={self.afterstate_value!r}; allowed: {', '.join(AFTERSTATE_VALUES)}")
         if not self.min_value_range > 0.0:
             raise MooziError(f"planner.min_value_range must be > 0, got {self.min_value_range}")
 
