@@ -1,0 +1,22 @@
+"""`moozi train 2048 --set agent=alphazero --set planner.chance_search=exact`, tiny: AlphaZero mode with
+chance nodes (moozi/core/alphazero_chance.py) through the driver, the Anakin self-play and the test."""
+
+import dataclasses
+
+import pytest
+from tests.helpers.tiny import TINY, run_driver
+
+from moozi.config import build_config, load_saved_config
+
+
+@pytest.mark.slow  # ~40 CPU-seconds, much of it compiling
+def test_a_tiny_2048_run_searches_with_chance_nodes(tmp_path):
+    overrides = {**TINY, "agent": "alphazero", "planner.chance_search": "exact", "env.num_envs": "4",
+                 "train.rollout_steps": "25", "train.test_every_updates": "4", "train.test_max_steps": "30",
+                 "train.test_episodes": "2", "replay.min_fill": "50"}
+    config = build_config("2048", overrides=overrides)  # 2048 games last 100-250 moves: 250 per env
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_env_steps=1000))
+    summary = run_driver(config, tmp_path / "run")
+    assert summary["env_steps"] == 1000 and summary["updates"] > 0 and summary["tests"] >= 1
+    saved = load_saved_config(tmp_path / "run" / "config.json")
+    assert (saved.agent, saved.game, saved.planner.chance_search) == ("alphazero", "pgx:2048", "exact")
