@@ -27,7 +27,7 @@ split exactly by the game's `ChanceRules` (moozi/envs/afterstates.py) and search
 
 mctx runs both functions on every expansion and keeps one result by the node's kind, so each must
 take the other's input: the decision step clips its action into [0, A) (a chance node passes A + c)
-and the chance step clips its code into [0, C) (a decision node passes a - C); the rules give a
+and the chance step clips its code into [0, C) (a decision node passes a - A); the rules give a
 distribution with at least one possible outcome for every afterstate, illegal and ended ones
 included, so nothing divides by zero.
 
