@@ -127,7 +127,13 @@ class Agent:
                 return EpisodeOutcome(total, steps, cut=False, last_obs=step.obs)
             if max_steps is not None and steps >= max_steps:
                 return EpisodeOutcome(total, steps, cut=True, last_obs=step.obs)
-            history, action, _ = self.act(history, step, last_action)
+            # AlphaZero searches from the game's own state: a JAX-native game behind the host interface
+            # (JaxSingleEnv) holds it.
+            env_state = env.state if self.needs_env_state else None
+            if self.needs_env_state and env_state is None:
+                raise MooziError(f"an AlphaZero agent plays {self.config.game} only where the env exposes its "
+                                 "JAX state (a pgx or gymnax game built by make_host_env)")
+            history, action, _ = self.act(history, step, last_action, env_state)
             step = env.step(action, False)
             last_action = action
             steps += 1

@@ -20,3 +20,11 @@ def test_a_tiny_2048_run_searches_with_chance_nodes(tmp_path):
     assert summary["env_steps"] == 1000 and summary["updates"] > 0 and summary["tests"] >= 1
     saved = load_saved_config(tmp_path / "run" / "config.json")
     assert (saved.agent, saved.game, saved.planner.chance_search) == ("alphazero", "pgx:2048", "exact")
+    # `moozi eval RUN` plays it: the agent searches from the JAX state the host env holds.
+    from moozi.evaluation import evaluate
+    from moozi.play import load_agent
+
+    agent = load_agent(tmp_path / "run")
+    assert agent.needs_env_state
+    result = evaluate(agent, agent.config.game, "random", 2, seed=0, max_steps=20)
+    assert result.games == 2 and all(r >= 0 for r in result.returns)
