@@ -111,3 +111,17 @@ def test_moozi_agents_runs_as_a_command():
     result = subprocess.run([sys.executable, "-m", "moozi.cli", "agents"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout.strip()
+
+
+def test_every_shipped_file_is_package_data():
+    # What `pip install .` or a wheel copies: pyproject's package-data globs for "moozi" (a wheel built
+    # from this tree held every file of moozi/agents/tic_tac_toe/).
+    import fnmatch
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(shipped.__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["moozi"]
+    files = [p.relative_to(root / "moozi").as_posix() for p in (root / "moozi" / "agents").rglob("*") if p.is_file()]
+    assert files, "no agent ships"
+    assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []

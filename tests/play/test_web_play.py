@@ -45,10 +45,13 @@ def _stones(page) -> list[tuple[str, str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(BROWSER is None, reason="no chromium on this machine (.ci/run installs Debian's chromium)")
-def test_a_person_plays_a_whole_game_in_the_browser(tiny_run, tmp_path):
+@pytest.mark.parametrize("opponent", ["a tiny run", "the shipped agent"])
+def test_a_person_plays_a_whole_game_in_the_browser(tiny_run, tmp_path, opponent):
     sync_api = pytest.importorskip("playwright.sync_api")
-    server = subprocess.Popen([sys.executable, "-m", "moozi.cli", "play", str(tiny_run), "--web", "--port", "0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The shipped agent: `moozi play tic_tac_toe --web` with nothing but the package (no run directory).
+    agent = str(tiny_run) if opponent == "a tiny run" else "tic_tac_toe"
+    server = subprocess.Popen([sys.executable, "-m", "moozi.cli", "play", agent, "--web", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         line = server.stdout.readline()
         match = re.search(r"at (http://127\.0\.0\.1:\d+/) \(bound to 127\.0\.0\.1", line)
@@ -83,6 +86,8 @@ def test_a_person_plays_a_whole_game_in_the_browser(tiny_run, tmp_path):
             theirs = sum("player1" in s[2] for s in stones)
             assert mine - theirs in (0, 1) and 5 <= len(stones) <= 9
             assert page.inner_text("#result") in ("You won!", "A draw.", "The agent won.")
+            if opponent == "the shipped agent":  # it never loses to minimax, so not to these clicks
+                assert page.inner_text("#result") != "You won!"
             assert len(_stones(other)) == 2  # the other tab's game was not touched
             browser.close()
         assert pathlib.Path(tmp_path / "mid_game.png").stat().st_size > 1000
