@@ -5,8 +5,9 @@
 AlphaZero mode with chance nodes (moozi/core/alphazero_chance.py, docs/stochastic.md) searches over
 this split: the game's own rules give both halves and the true probabilities of the outcomes, where
 Stochastic MuZero learns them. Applying `afterstate` and then `outcome` with a code drawn from
-`chance_logits` is the bridge's `step` (without its reset), state for state and output for output;
-tests/envs/test_afterstates.py checks it against `step` under many keys.
+`chance_logits` is the bridge's `step` (without its reset), state for state and output for output
+(backgammon: up to the order of two dice, below); tests/envs/test_afterstates.py and
+tests/envs/test_afterstates_backgammon.py check it against `step` under many keys.
 
 The split of pgx's generic step (`pgx.core.Env.step`) is here, once for every pgx game:
 
@@ -17,17 +18,29 @@ The split of pgx's generic step (`pgx.core.Env.step`) is here, once for every pg
   moozi/envs/pgx.py) still moves and draws as pgx does, then ends the game with pgx's penalty;
 - a terminated state's legal mask is all True, and the observation is taken last.
 
-What each game adds is its own move and its own chance (`_GameSplit`). Only pgx's 2048 has one:
+What each game adds is its own move, whether chance follows it, and its own chance (`_GameSplit`);
+where no chance follows a move, its one certain outcome is code 0 and leaves the afterstate as it is.
+Two pgx games have one:
 
-- afterstate: the board after the slide and merges, with the move's reward (pgx's own
-  `_slide_and_merge` on the turned board);
-- chance outcome: a new tile, code 2 · cell + is_four (32 codes): a 2 with probability 0.9 / E and
-  a 4 with 0.1 / E on each of the afterstate's E empty cells; every other code has logit -inf.
-  pgx puts the tile on cell 0 when no cell is empty (only after an illegal move on a full board,
-  which then ends the game), and so does the split.
-
-Backgammon's split (a checker move, then a roll of the dice only where the turn passes, 21 outcomes)
-is not written yet; `for_pgx` returns None for it, as for every game without chance.
+- 2048. Afterstate: the board after the slide and merges, with the move's reward (pgx's own
+  `_slide_and_merge` on the turned board). Chance outcome, after every move: a new tile, code
+  2 · cell + is_four (32 codes): a 2 with probability 0.9 / E and a 4 with 0.1 / E on each of the
+  afterstate's E empty cells; every other code has logit -inf. pgx puts the tile on cell 0 when no
+  cell is empty (only after an illegal move on a full board, which then ends the game), and so does
+  the split.
+- backgammon. pgx plays a turn one die at a time. Afterstate: the position after the checker move
+  (pgx's `_update_by_action`; the no-op changes nothing), with the win check and its score (1, 2
+  for a gammon, 3 for a backgammon: `_winning_step`). Chance follows only where the move ends the
+  turn (no playable die left, or the no-op) and the game goes on: the next player's roll, 21 codes
+  (`BACKGAMMON_ROLLS`), the 6 doubles with probability 1/36 and the 15 others with 2/36, and the
+  state is pgx's `_change_turn` with that roll (the board turned to the next player's view, the
+  dice, the playable dice, four of a double, and the legal mask, the no-op alone where no checker
+  can move). Within a turn, and after a win, the outcome is certain. pgx rolls an ordered pair, so
+  of a roll of two different dice it reaches one of two states that differ only in the order of
+  `_dice` and of the first two `_playable_dice`; the split gives each roll once, the smaller die
+  first. The two orders are the same game: the same observation and legal mask, and play goes on
+  alike (tests/envs/test_afterstates_backgammon.py plays both on side by side). So for backgammon
+  the step is reproduced state for state up to the order of a fresh roll's two dice.
 """
 
 from __future__ import annotations
@@ -40,7 +53,7 @@ import jax.numpy as jnp
 from moozi.envs.base import DUMMY_ACTION, StepOutput
 
 # pgx games whose split is written here, by their moozi names.
-EXACT_CHANCE_GAMES = ("pgx:2048",)
+EXACT_CHANCE_GAMES = ("pgx:2048", "pgx:backgammon")
 
 Array = jax.Array
 
@@ -53,6 +66,7 @@ class Afterstate(NamedTuple):
     ended: Array  # bool: the state had already ended; the step changed nothing (one certain outcome)
     illegal: Array  # bool: the move was illegal; the outcome ends the game with the penalty
     mover: Array  # int32: the library's player who moved
+    draws: Array  # bool: chance acts after this move; where False the one certain outcome is code 0
 
 
 class ChanceRules(Protocol):
@@ -78,9 +92,11 @@ class _GameSplit(NamedTuple):
     """One pgx game's `_step(state, action, key)` as move then chance (unbatched)."""
 
     num_chance_outcomes: int
-    move: Callable  # (state with its step count raised, library action) -> state with the move's rewards
-    chance_logits: Callable  # (state after the move) -> [C] log-probabilities, -inf where impossible
-    chance: Callable  # (state after the move, code) -> the state `_step` returns for that outcome
+    # (state with its step count raised, library action) -> (state with the move's rewards, draws): draws
+    # is whether chance acts after this move (2048: always; backgammon: where the turn passes).
+    move: Callable
+    chance_logits: Callable  # (state after a move that draws) -> [C] log-probabilities, -inf where impossible
+    chance: Callable  # (state after a move that draws, code) -> the state `_step` returns for that outcome
 
 
 def _certain(num_codes: int) -> Array:
@@ -108,21 +124,22 @@ class PgxChanceRules:
         lib_action = jnp.clip(action - 1, 0, self._num_actions - 2)
         illegal = ~(state.legal_action_mask[lib_action] & in_range)
         ended = state.terminated | state.truncated
-        moved = self._game.move(state.replace(_step_count=state._step_count + 1), lib_action)
+        moved, draws = self._game.move(state.replace(_step_count=state._step_count + 1), lib_action)
         kept = state.replace(rewards=jnp.zeros_like(state.rewards))
         after = jax.tree.map(lambda a, b: jnp.where(ended, a, b), kept, moved)
         penalized = self._env._step_with_illegal_action(after, mover)  # only its rewards are read here
         rewards = jnp.where(illegal, penalized.rewards, after.rewards)
-        return Afterstate(after, rewards[mover].astype(jnp.float32), ended, illegal, mover)
+        return Afterstate(after, rewards[mover].astype(jnp.float32), ended, illegal, mover,
+                          jnp.asarray(draws, bool) & ~ended)
 
     def chance_logits(self, afterstate: Afterstate) -> Array:
         logits = self._game.chance_logits(afterstate.state)
-        return jnp.where(afterstate.ended, _certain(self.num_chance_outcomes), logits)
+        return jnp.where(afterstate.draws, logits, _certain(self.num_chance_outcomes))
 
     def outcome(self, afterstate: Afterstate, code) -> tuple[Any, StepOutput]:
         code = jnp.clip(jnp.asarray(code, jnp.int32), 0, self.num_chance_outcomes - 1)
         drawn = self._game.chance(afterstate.state, code)
-        state = jax.tree.map(lambda a, b: jnp.where(afterstate.ended, a, b), afterstate.state, drawn)
+        state = jax.tree.map(lambda a, b: jnp.where(afterstate.draws, a, b), drawn, afterstate.state)
         penalized = self._env._step_with_illegal_action(state, afterstate.mover)
         state = jax.tree.map(lambda a, b: jnp.where(afterstate.illegal, a, b), penalized, state)
         state = state.replace(legal_action_mask=state.legal_action_mask | state.terminated)
@@ -144,7 +161,7 @@ def _split_2048() -> _GameSplit:
     def move(state, action):
         board, reward = jax.vmap(play2048._slide_and_merge)(_turned(state._board.reshape((4, 4)), action, 1))
         board = _turned(board, action, -1)
-        return state.replace(_board=board.ravel(), rewards=jnp.float32([reward.sum()]))
+        return state.replace(_board=board.ravel(), rewards=jnp.float32([reward.sum()])), jnp.bool_(True)
 
     def chance_logits(state):
         empty = state._board == 0  # [16]
@@ -162,7 +179,44 @@ def _split_2048() -> _GameSplit:
     return _GameSplit(num_chance_outcomes=32, move=move, chance_logits=chance_logits, chance=chance)
 
 
-_SPLITS = {"pgx:2048": _split_2048}
+# ----------------------------------------------------------------------------------- backgammon
+
+# The 21 rolls as (die, die) in pgx's die values (0 is a one), the smaller first: the 6 doubles have
+# probability 1/36 each, the 15 others 2/36 (pgx rolls an ordered pair; both orders are one roll here).
+BACKGAMMON_ROLLS = tuple((a, b) for a in range(6) for b in range(a, 6))
+
+
+def _split_backgammon() -> _GameSplit:
+    from pgx import backgammon as bg
+
+    rolls = jnp.asarray(BACKGAMMON_ROLLS, jnp.int32)  # [21, 2]
+    logits = jnp.log(jnp.asarray([(1.0 if a == b else 2.0) / 36.0 for a, b in BACKGAMMON_ROLLS], jnp.float32))
+
+    def move(state, action):
+        # pgx's `_step` up to its roll: the checker move (a no-op leaves the state as it is), the win
+        # check, and whether the turn passes (no playable die left, or the no-op).
+        moved = bg._update_by_action(state, action)
+        won = bg._is_all_off(moved._board)
+        after = jax.tree.map(lambda a, b: jnp.where(won, a, b), bg._winning_step(moved), moved)
+        return after, ~won & (bg._is_turn_end(moved) | (action // 6 == 0))
+
+    def chance_logits(state):
+        del state  # every turn starts with the same 21 rolls
+        return logits
+
+    def chance(state, code):
+        # pgx's `_change_turn` with the roll given: the board turned to the next player's view, the dice,
+        # the playable dice (four of a double) and the legal mask (the no-op alone where nothing moves).
+        dice = rolls[code]
+        board = bg._flip_board(state._board)
+        return state.replace(current_player=(state.current_player + 1) % 2, _board=board,
+                             _turn=(state._turn + 1) % 2, _dice=dice, _playable_dice=bg._set_playable_dice(dice),
+                             _played_dice_num=jnp.int32(0), legal_action_mask=bg._legal_action_mask(board, dice))
+
+    return _GameSplit(num_chance_outcomes=len(BACKGAMMON_ROLLS), move=move, chance_logits=chance_logits, chance=chance)
+
+
+_SPLITS = {"pgx:2048": _split_2048, "pgx:backgammon": _split_backgammon}
 
 
 def for_pgx(bridge) -> PgxChanceRules | None:

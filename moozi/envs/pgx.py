@@ -19,8 +19,8 @@ Names are `pgx:<env id>` for any id in `pgx.available_envs()`, e.g.
   get there by hiding the library mask for out-of-range and dummy actions
   before calling `pgx.Env.step`, so pgx, not moozi, decides the penalty.
 - `chance_rules` splits a step into its afterstate and its chance outcome with the true
-  probabilities, for the games with chance whose split is written (2048: moozi/envs/afterstates.py);
-  None for the others.
+  probabilities, for the games with chance whose split is written (2048 and backgammon:
+  moozi/envs/afterstates.py); None for the others.
 - pgx's backgammon gives a player several moves in a row (one per die): its
   spec says `turns_alternate=False`, and the targets take each step's sign
   from `to_play`. kuhn_poker/leduc_holdem hide information, which the search
@@ -125,7 +125,7 @@ class PgxEnv:
             turns_alternate=name.removeprefix(PREFIX) not in _TURNS_REPEAT,
             territory=territory,
         )
-        # The step split into afterstate and chance outcome, where one is written (pgx's 2048), else None:
+        # The step split into afterstate and chance outcome, where one is written (2048, backgammon), else None:
         # AlphaZero mode's search with chance nodes (moozi/envs/afterstates.py).
         self.chance_rules = for_pgx(self)
 

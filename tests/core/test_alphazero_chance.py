@@ -156,8 +156,8 @@ def test_an_unknown_afterstate_value_is_refused():
 # ------------------------------------------------------------------------------------------- 2048
 
 
-def _2048_states(env, batch, moves, seed=0):
-    """`batch` positions after `moves` random legal moves."""
+def _random_positions(env, batch, moves, seed=0):
+    """`batch` positions after `moves` random legal moves (any JAX env)."""
 
     def play(key):
         state, step = env.init(key)
@@ -180,7 +180,7 @@ def test_on_2048_each_edge_is_the_real_step():
 
     env = make_env("pgx:2048")
     model = _model(env)
-    states, steps, _ = _2048_states(env, batch=4, moves=30)
+    states, steps, _ = _random_positions(env, batch=4, moves=30)
     history = init_history(4, 1, env.spec.obs_shape)
     root = PerfectModelRoot(states, history, steps.is_last, steps.to_play)
     embedding = model.root(None, jax.random.PRNGKey(0), root).embedding
@@ -205,8 +205,102 @@ def test_on_2048_the_search_runs_jitted_and_plays_legal_moves():
     from moozi.envs.registry import make_env
 
     env = make_env("pgx:2048")
-    states, steps, last = _2048_states(env, batch=3, moves=60, seed=1)
+    states, steps, last = _random_positions(env, batch=3, moves=60, seed=1)
     act = jax.jit(make_alphazero_chance_act(env, _Uninformed(env.spec.num_actions), _planner(12), env.spec))
+    _, out = act(None, init_history(3, 1, env.spec.obs_shape), steps, last, states, jax.random.PRNGKey(2))
+    legal = np.asarray(steps.legal_actions)
+    assert legal[np.arange(3), np.asarray(out.action)].all()
+    assert (np.asarray(out.action_probs)[~legal] == 0).all()
+    assert np.isfinite(np.asarray(out.root_value)).all() and (np.asarray(out.stats.max_depth) >= 1).all()
+
+
+# ------------------------------------------------------------------------------------- backgammon
+
+
+class _Constant(_Uninformed):
+    """Uniform prior, the same value everywhere (for the player to move): the signs show in the backups."""
+
+    def initial_inference(self, params, stacked_obs):
+        out = super().initial_inference(params, stacked_obs)
+        return _Prediction(out.policy_logits, jnp.full_like(out.value, 0.5))
+
+
+def _backgammon_model(env, network):
+    A = env.spec.num_actions
+    assert env.spec.per_step_turn_signs  # as make_alphazero_chance_act builds it for backgammon
+    return make_perfect_chance_model(env.chance_rules, network, 1.0, A, per_step_signs=True)
+
+
+def test_on_backgammon_the_chance_edge_keeps_the_sign_within_a_turn_and_flips_it_where_the_turn_passes():
+    from moozi.envs.afterstates import BACKGAMMON_ROLLS
+    from moozi.envs.registry import make_env
+
+    env = make_env("pgx:backgammon")
+    model = _backgammon_model(env, _Constant(env.spec.num_actions))
+    batch = 4
+    states, steps = jax.vmap(env.init)(jax.random.split(jax.random.PRNGKey(0), batch))
+    root = PerfectModelRoot(states, init_history(batch, 1, env.spec.obs_shape), steps.is_last, steps.to_play)
+    embedding = model.root(None, jax.random.PRNGKey(0), root).embedding
+    decision, chance_fn = jax.jit(model.decision), jax.jit(model.chance)
+    # The opening roll has two different dice: the first move leaves one to play, one certain outcome,
+    # the same player again (+1), and the next position's value 0.5 backs up as +0.5.
+    dec, after = decision(None, None, jnp.argmax(steps.legal_actions, axis=-1), embedding)
+    probs = np.asarray(jax.nn.softmax(dec.chance_logits))
+    assert (probs[:, 0] == 1.0).all()
+    np.testing.assert_allclose(dec.afterstate_value, 0.5)
+    out, child = chance_fn(None, None, jnp.zeros(batch, jnp.int32), after)
+    np.testing.assert_allclose(out.discount, 1.0)
+    np.testing.assert_allclose(out.reward, 0.0)
+    np.testing.assert_array_equal(child.node.to_play, steps.to_play)
+    # The second move (or the no-op where the die cannot move) ends the turn: 21 rolls with their true
+    # probabilities, each edge into the opponent's turn signed -1, so the expectation is -0.5.
+    legal = jax.vmap(env.chance_rules.outcome)(after.afterstate, jnp.zeros(batch, jnp.int32))[1].legal_actions
+    dec, after = decision(None, None, jnp.argmax(legal, axis=-1), child)
+    expected = np.asarray([(1.0 if a == b else 2.0) / 36 for a, b in BACKGAMMON_ROLLS])
+    np.testing.assert_allclose(jax.nn.softmax(dec.chance_logits), np.broadcast_to(expected, (batch, 21)), atol=1e-6)
+    np.testing.assert_allclose(dec.afterstate_value, -0.5, atol=1e-6)
+    for code in (0, 5, 20):  # a double of ones, a one and a six, a double of sixes
+        out, grandchild = chance_fn(None, None, jnp.full(batch, code, jnp.int32), after)
+        np.testing.assert_allclose(out.discount, -1.0)
+        np.testing.assert_array_equal(grandchild.node.to_play, 1 - np.asarray(steps.to_play))
+        assert not bool(grandchild.node.done.any())
+
+
+def test_on_backgammon_a_win_carries_its_score_on_the_chance_edge():
+    from pgx import backgammon as bg
+
+    from moozi.envs.registry import make_env
+
+    env = make_env("pgx:backgammon")
+    # One checker left, on the mover's last point; the opponent has none off and all in the mover's home
+    # board. Bearing it off with the one wins a backgammon: 3 points, before chance and on its edge.
+    state, _ = env.init(jax.random.PRNGKey(0))
+    board = jnp.zeros(28, jnp.int32).at[23].set(1).at[26].set(14).at[20].set(-15)
+    dice = jnp.int32([0, 2])
+    state = state.replace(_board=board, _dice=dice, _playable_dice=bg._set_playable_dice(dice),
+                          legal_action_mask=bg._legal_action_mask(board, dice))
+    state = state.replace(observation=env._env.observe(state))
+    batch = 2
+    states, steps = jax.tree.map(lambda x: jnp.stack([x] * batch), (state, env._output(state, 0.0, False)))
+    model = _backgammon_model(env, _Constant(env.spec.num_actions))
+    root = PerfectModelRoot(states, init_history(batch, 1, env.spec.obs_shape), steps.is_last, steps.to_play)
+    embedding = model.root(None, jax.random.PRNGKey(0), root).embedding
+    bear_off = 25 * 6 + 0 + 1  # point 23 is source 25 in pgx's numbering (0 the no-op, 1 the bar); +1: the dummy
+    dec, after = model.decision(None, None, jnp.int32([bear_off, bear_off]), embedding)
+    np.testing.assert_allclose(jax.nn.softmax(dec.chance_logits)[:, 0], 1.0)  # no roll after the game's end
+    np.testing.assert_allclose(dec.afterstate_value, 3.0)  # the terminal state's value 0.5 is not counted
+    out, child = model.chance(None, None, jnp.int32([0, 7]), after)
+    np.testing.assert_allclose(out.reward, 3.0)
+    np.testing.assert_allclose(out.discount, 0.0)
+    assert bool(child.node.done.all())
+
+
+def test_on_backgammon_the_search_runs_jitted_and_plays_legal_moves():
+    from moozi.envs.registry import make_env
+
+    env = make_env("pgx:backgammon")
+    states, steps, last = _random_positions(env, batch=3, moves=40, seed=1)
+    act = jax.jit(make_alphazero_chance_act(env, _Constant(env.spec.num_actions), _planner(12), env.spec))
     _, out = act(None, init_history(3, 1, env.spec.obs_shape), steps, last, states, jax.random.PRNGKey(2))
     legal = np.asarray(steps.legal_actions)
     assert legal[np.arange(3), np.asarray(out.action)].all()
@@ -229,7 +323,7 @@ def test_the_config_key_reaches_the_act_through_builders():
     network = build_network(config, spec)
     params = network.init(jax.random.PRNGKey(0), example_stacked_obs(config, spec))
     env = make_env("pgx:2048")
-    states, steps, last = _2048_states(env, batch=2, moves=5)
+    states, steps, last = _random_positions(env, batch=2, moves=5)
     act = make_acting(config, spec, config.planner)
     history = init_history(2, config.targets.history_length, spec.obs_shape)
     _, out = act(params, history, steps, last, states, jax.random.PRNGKey(3))
@@ -245,8 +339,9 @@ def test_the_config_key_reaches_the_act_through_builders():
         ("2048", {"planner.chance_search": "exactly"},
          "bad value 'exactly' for planner.chance_search: expected one of 'sampled', 'exact'"),
         ("2048", {"planner.chance_search": "exact"}, "planner.chance_search='exact' is for agent=alphazero"),
-        ("backgammon", {"agent": "alphazero", "planner.chance_search": "exact"},
-         "needs a game whose chance outcomes the bridge gives exactly: pgx:2048; 'pgx:backgammon' is not one"),
+        ("connect_four", {"agent": "alphazero", "planner.chance_search": "exact"},
+         "needs a game whose chance outcomes the bridge gives exactly: pgx:2048, pgx:backgammon; 'pgx:connect_four' "
+         "is not one"),
         ("2048", {"agent": "alphazero", "planner.chance_search": "exact", "planner.search_policy": "gumbel_muzero"},
          "planner.search_policy='gumbel_muzero' is not allowed with planner.chance_search='exact'"),
         ("2048", {"agent": "alphazero", "planner.afterstate_value": "mean"},

@@ -44,7 +44,7 @@ class TinyChanceRules:
         # Only the safe move's and the penalty's reward are known before chance.
         reward = jnp.where(illegal, -1.0, jnp.where(action == SAFE, self._env.safe, 0.0))
         return Afterstate(TinyMove(action), jnp.where(state.done, 0.0, reward).astype(jnp.float32), state.done,
-                          illegal & ~state.done, jnp.int32(0))
+                          illegal & ~state.done, jnp.int32(0), ~state.done)
 
     def chance_logits(self, after: Afterstate):
         gamble = (after.state.action == GAMBLE) & ~after.ended
