@@ -52,8 +52,8 @@ def make_perfect_model(env, network, discount: float, num_actions: int, per_step
     `per_step_signs` (games whose turns may repeat): each edge's sign is read from the rules instead,
     -1 where the player to move changes, +1 where the mover moves again. Chance inside the search
     (pgx's backgammon rolls the next turn's dice in `step`) is sampled once per expanded edge; where the
-    bridge splits its step exactly (2048), `planner.chance_search="exact"` searches chance nodes
-    instead (alphazero_chance.py)."""
+    bridge splits its step exactly (2048, backgammon), `planner.chance_search="exact"` searches chance
+    nodes instead (alphazero_chance.py)."""
 
     def evaluate(params, history):
         out = network.initial_inference(params, history_input(history, num_actions))

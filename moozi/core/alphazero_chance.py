@@ -11,15 +11,18 @@ split exactly by the game's `ChanceRules` (moozi/envs/afterstates.py) and search
 
 - The decision step applies the real move. mctx fixes its edge (reward 0, discount 1), so
   Q(s, a) = v(as).
-- The chance step applies the real outcome. Its edge carries the whole step's reward and the signed
-  discount (0 into a terminal state), so v(as) backs up r + d · v(s'). The chance logits are the
-  true log-probabilities (-inf for impossible outcomes), fixed, not learned.
+- The chance step applies the real outcome. Its edge carries the whole step's reward (the mover's)
+  and the signed discount (0 into a terminal state), so v(as), the mover's value, backs up
+  r + d · v(s'). The sign is the game's (-1 where turns alternate); with `per_step_signs` (games
+  whose turns may repeat, backgammon: one step per die) it is read from who moves in s': +1 where
+  the mover moves again, -1 where the turn passed. The chance logits are the true log-probabilities
+  (-inf for impossible outcomes), fixed, not learned.
 - The network (its representation and prediction functions, on the history the search carries as
   alphazero.py does) gives the prior and the value at decision nodes.
 - The afterstate value, which mctx takes as the chance node's first estimate and keeps in its mean
   for good, is one exact expectimax step over the network's values (`afterstate_value="expected"`,
   the default):  v(as) = Σ_c p(c | as) · (r_c + d_c · v(s'_c)),  C network calls per expansion (32 for
-  2048, batched into one call of C · B rows). A chance node's estimate is then the probability-weighted mean of
+  2048, 21 for backgammon, batched into one call of C · B rows). A chance node's estimate is then the probability-weighted mean of
   what its children will report, so its first visit already compares moves by their expectation and
   later visits refine it. "parent" takes the value v(s) of the state the move is made from instead:
   no extra call, but every move of s starts equal, and the search learns nothing about a move until

@@ -28,3 +28,28 @@ def test_a_tiny_2048_run_searches_with_chance_nodes(tmp_path):
     assert agent.needs_env_state
     result = evaluate(agent, agent.config.game, "random", 2, seed=0, max_steps=20)
     assert result.games == 2 and all(r >= 0 for r in result.returns)
+
+
+@pytest.mark.slow  # ~80 CPU-seconds: 1,200 steps of search, 20 updates, 5 tests and two whole games of eval
+def test_a_tiny_backgammon_run_searches_with_chance_nodes(tmp_path):
+    # `moozi train backgammon --set agent=alphazero --set planner.chance_search=exact`, tiny: the rolls
+    # are chance nodes (21 outcomes where the turn passes, one within a turn).
+    # Only finished games reach the replay, and random-ish backgammon games last 120-650 moves: 600 per env.
+    overrides = {**TINY, "agent": "alphazero", "planner.chance_search": "exact", "env.num_envs": "2",
+                 "train.rollout_steps": "50", "train.test_every_updates": "4", "train.test_max_steps": "30",
+                 "train.test_episodes": "2", "replay.min_fill": "50"}
+    config = build_config("backgammon", overrides=overrides)
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, max_env_steps=1200))
+    summary = run_driver(config, tmp_path / "run")
+    assert summary["env_steps"] == 1200 and summary["updates"] > 0 and summary["tests"] >= 1
+    saved = load_saved_config(tmp_path / "run" / "config.json")
+    assert (saved.agent, saved.game, saved.planner.chance_search) == ("alphazero", "pgx:backgammon", "exact")
+    # `moozi eval RUN` plays it: a two-player JAX game without an OpenSpiel twin is played in moozi's own
+    # batch (moozi/evaluation/vector_matches.py), the search handed the batch's pgx states.
+    from moozi.evaluation import evaluate
+    from moozi.play import load_agent
+
+    agent = load_agent(tmp_path / "run")
+    assert agent.needs_env_state
+    result = evaluate(agent, agent.config.game, "random", 2, seed=0)
+    assert result.games == 2 and result.wins + result.draws + result.losses == 2
