@@ -21,7 +21,7 @@ def test_train_limits_and_seed_have_help_that_says_what_a_resume_counts():
     train = _build_parser()._subparsers._group_actions[0].choices["train"]
     helps = {action.dest: " ".join((action.help or "").split()) for action in train._actions}
     assert helps["seed"] and "seed" in helps["seed"]
-    assert "this invocation" in helps["max_minutes"] and "starts over on resume" in helps["max_minutes"]
+    assert "this invocation" in helps["max_minutes"] and "continues its schedule where it stopped" in helps["max_minutes"]
     assert "whole run" in helps["max_env_steps"] and "--resume included" in helps["max_env_steps"]
 
 
