@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tests.helpers.tiny_connect_four import fresh_run
 
 from moozi.play import load_agent, shipped
 
 
+@pytest.mark.slow  # ~75 s: compiles the search at two simulation counts and plays 8 games
 def test_ship_agent_measures_writes_a_traceable_file_and_ships(tmp_path, monkeypatch):
     from bench import provenance, ship_agent
 
