@@ -58,7 +58,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--note", default="")
     args = parser.parse_args(argv)
 
-    from bench.provenance import provenance, run_config
+    from bench.provenance import provenance, run_config, write_result
     from moozi.evaluation import evaluate
     from moozi.evaluation.gnugo import evaluate_against_gnugo
     from moozi.play import load_agent
@@ -102,11 +102,7 @@ def main(argv=None) -> dict:
         "own_area": [g["agent_area_tromp_taylor"] for g in first["per_game"]],
         "moves": [g["moves"] for g in first["per_game"]],
         "agent_passed_first": first["summary"]["agent_passed_first"]}
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    tmp.replace(path)
+    path = write_result(args.out, out)
     print(path)
     return out
 

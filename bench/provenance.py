@@ -135,6 +135,16 @@ def run_config(run_dir: pathlib.Path) -> dict:
     return config_record(json.loads((pathlib.Path(run_dir) / "config.json").read_text()))
 
 
+def write_result(path: str | os.PathLike, report: dict) -> pathlib.Path:
+    """Writes a result file atomically (a temporary sibling, then a rename): a crash leaves the old file."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
 # --- the check --------------------------------------------------------------------------------------
 
 def _runs(report: dict) -> list[dict]:

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.provenance import provenance, run_config  # noqa: E402
+from bench.provenance import provenance, run_config, write_result  # noqa: E402
 
 GAMES = ("connect_four", "tic_tac_toe")
 
@@ -150,11 +150,7 @@ def main(argv=None) -> dict:
     started = time.monotonic()
     measured = measure(args.run_dir, args.checkpoint, args.games, args.solver_games, args.seed)
     out.update(measured, evaluation_minutes=round((time.monotonic() - started) / 60, 2))
-    path = pathlib.Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=1) + "\n")
-    tmp.replace(path)
+    path = write_result(args.out, out)
     print(path)
     if args.export:
         from moozi.play.agent_export import export_agent

@@ -46,6 +46,17 @@ class PerfectModelRoot(NamedTuple):
     to_play: Array  # [B] int32
 
 
+def network_evaluator(network, num_actions: int):
+    """(params, history) -> (policy logits, value): the network's prior and value at a node whose
+    input is the history the search carries (the rules, not the network, give the next state)."""
+
+    def evaluate(params, history):
+        out = network.initial_inference(params, history_input(history, num_actions))
+        return out.policy_logits, out.value
+
+    return evaluate
+
+
 def make_perfect_model(env, network, discount: float, num_actions: int, per_step_signs: bool = False) -> SearchModel:
     """AlphaZero's search model. `env` is a JaxEnv with a pure `step(state, action, is_last, key)`;
     `discount` is the signed per-edge discount (`search_discount`: -1 for two-player board games).
@@ -55,9 +66,7 @@ def make_perfect_model(env, network, discount: float, num_actions: int, per_step
     bridge splits its step exactly (2048, backgammon), `planner.chance_search="exact"` searches chance
     nodes instead (alphazero_chance.py)."""
 
-    def evaluate(params, history):
-        out = network.initial_inference(params, history_input(history, num_actions))
-        return out.policy_logits, out.value
+    evaluate = network_evaluator(network, num_actions)
 
     def root(params, rng, root_input: PerfectModelRoot):
         del rng

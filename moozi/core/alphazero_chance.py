@@ -48,8 +48,8 @@ import jax.numpy as jnp
 import mctx
 
 from moozi.core.acting import ActFn, ActingOutput
-from moozi.core.alphazero import PerfectModelEmbedding, PerfectModelRoot
-from moozi.core.history import HistoryState, history_input, push_history
+from moozi.core.alphazero import PerfectModelEmbedding, PerfectModelRoot, network_evaluator
+from moozi.core.history import HistoryState, push_history
 from moozi.core.planner import AFTERSTATE_VALUES, PlannerConfig, search_discount
 from moozi.core.stochastic_planner import StochasticSearchModel, run_stochastic_search, summarize_stochastic
 from moozi.core.types import Array
@@ -91,9 +91,7 @@ def make_perfect_chance_model(rules, network, discount: float, num_actions: int,
         raise MooziError(f"afterstate_value={afterstate_value!r}; allowed: {', '.join(AFTERSTATE_VALUES)}")
     num_codes = int(rules.num_chance_outcomes)
 
-    def evaluate(params, history):
-        out = network.initial_inference(params, history_input(history, num_actions))
-        return out.policy_logits, out.value
+    evaluate = network_evaluator(network, num_actions)
 
     def root(params, rng, root_input: PerfectModelRoot):
         del rng
