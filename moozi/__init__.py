@@ -6,6 +6,10 @@ sections and where each lives is in that page too ("The thesis").
 """
 
 from moozi._version import __version__
+from moozi.xla_defaults import apply_xla_defaults
+
+# Before JAX starts its CPU backend: XLA reads XLA_FLAGS once (moozi/xla_defaults.py).
+apply_xla_defaults()
 __all__ = ["load_agent", "make_env", "Config", "build_config", "__version__"]
 
 

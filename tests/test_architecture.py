@@ -21,7 +21,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "moozi"
 
 # Lowest first: a module may import modules of its own layer or of any layer below it.
 LAYERS = [
-    ("moozi._version", "moozi.errors"),
+    ("moozi._version", "moozi.errors", "moozi.xla_defaults"),
     ("moozi.envs",),
     ("moozi.core",),
     ("moozi.actor_critic",),

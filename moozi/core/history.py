@@ -4,6 +4,9 @@ Layout (docs/envs.md, the history input): frames o_{t-L+1..t} and actions a_{t-L
 array (H, W, L*(C + A)): first the L frames' channels in time order, then L
 one-hot action planes (each divided by A) in time order. Before t = 0 the
 frames are zeros and the actions are the dummy action 0.
+
+Each action plane is one value over the whole board; the resnet's first convolution relies on it
+and reads them from one cell (moozi/core/network.py, `_ConstantPlanesConv`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from moozi.core.network import NetworkConfig, NetworkOutput, _normalize, make_network
+from moozi.core.history import stack_history
+from moozi.core.network import (NetworkConfig, NetworkOutput, _ConstantPlanesConv, _normalize, board_taps,
+                                 make_network)
 from moozi.core.scalar import logits_to_scalar
 from moozi.errors import MooziError
 
@@ -381,3 +383,62 @@ def test_territory_heads_give_per_point_ownership_and_a_score():
     assert plain.initial_inference(plain_variables, obs).ownership_logits is None
     with pytest.raises(MooziError, match="resnet"):
         make_network(SMALL_MLP, obs_shape=(1, 1, 6), history_length=1, num_actions=4, territory_heads=True)
+
+
+def test_board_taps_mark_the_taps_that_read_the_board():
+    taps = board_taps(6, 7)
+    assert taps.shape == (6, 7, 3, 3)
+    assert taps[0, 0].tolist() == [[0, 0, 0], [0, 1, 1], [0, 1, 1]]  # a corner reads 4 cells
+    assert taps[0, 3].sum() == 6 and taps[3, 3].sum() == 9 and taps[5, 6].sum() == 4
+    assert taps.sum() == (2 + 3 * 4 + 2) * (2 + 3 * 5 + 2)  # rows x columns of taps inside a 6 x 7 board
+
+
+@pytest.mark.parametrize("height, width, frames, constant", [(9, 9, 24, 83), (6, 7, 2, 8), (3, 3, 4, 10)])
+def test_constant_planes_conv_is_the_convolution_with_the_same_kernel(height, width, frames, constant):
+    # The history's action planes are one value over the board (moozi/core/history.py): their part of
+    # the first convolution comes from one cell each and the board's tap mask. Same parameter (name,
+    # shape, initial values), same output and gradient as nn.Conv's to float rounding.
+    batch, features = 5, 16
+    board = jax.random.normal(jax.random.PRNGKey(0), (batch, height, width, frames))
+    values = jax.random.normal(jax.random.PRNGKey(1), (batch, constant))
+    x = jnp.concatenate([board, jnp.broadcast_to(values[:, None, None, :], (batch, height, width, constant))], -1)
+    conv = nn.Conv(features, (3, 3), padding="SAME", use_bias=False)
+    fast = _ConstantPlanesConv(features, constant)
+    params = conv.init(jax.random.PRNGKey(2), x)
+    np.testing.assert_array_equal(params["params"]["kernel"], fast.init(jax.random.PRNGKey(2), x)["params"]["kernel"])
+    np.testing.assert_allclose(fast.apply(params, x), conv.apply(params, x), atol=2e-5, rtol=1e-5)
+
+    def loss(module, p, x):
+        return jnp.sum(jnp.sin(module.apply(p, x)))
+
+    for argnum in (0, 1):  # the kernel's gradient and the input's (the frames' part is what flows back)
+        expected = jax.grad(functools.partial(loss, conv), argnums=argnum)(params, x)
+        got = jax.grad(functools.partial(loss, fast), argnums=argnum)(params, x)
+        if argnum == 1:
+            expected, got = expected[..., :frames], got[..., :frames]
+        chex.assert_trees_all_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_the_representation_reads_the_action_planes_from_one_cell_on_stacked_histories():
+    # On real stacked histories (frames and one-hot action planes, history.py) the representation's
+    # first layer, which takes the action planes' part from one cell, equals the plain convolution
+    # with its kernel.
+    config = NetworkConfig(channels=8, representation_blocks=1, prediction_blocks=0, dynamics_blocks=1,
+                           head_hidden=16, normalization="layer")
+    length, obs_shape, num_actions = 2, (4, 5, 3), 6
+    network = make_network(config, obs_shape=obs_shape, history_length=length, num_actions=num_actions)
+    frames = (jax.random.uniform(jax.random.PRNGKey(0), (7, length, *obs_shape)) > 0.5).astype(jnp.float32)
+    actions = jax.random.randint(jax.random.PRNGKey(1), (7, length), 0, num_actions)
+    stacked = stack_history(frames, actions, num_actions)
+    variables = network.init(jax.random.PRNGKey(2), stacked)
+    kernel = variables["params"]["representation"]["_ConvBnRelu_0"]["Conv_0"]["kernel"]
+    assert kernel.shape == (3, 3, length * (obs_shape[2] + num_actions), 8)
+
+    def plain_first_layer(x):
+        return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    fast = _ConstantPlanesConv(8, length * num_actions)
+    np.testing.assert_allclose(fast.apply({"params": {"kernel": kernel}}, stacked), plain_first_layer(stacked),
+                               atol=1e-5)
+    out = network.initial_inference(variables, stacked)
+    assert np.all(np.isfinite(out.value)) and out.policy_logits.shape == (7, num_actions)
