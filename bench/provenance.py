@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import pathlib
 import platform
 import re
@@ -135,13 +136,20 @@ def run_config(run_dir: pathlib.Path) -> dict:
     return config_record(json.loads((pathlib.Path(run_dir) / "config.json").read_text()))
 
 
-def write_result(path: str | os.PathLike, report: dict) -> pathlib.Path:
-    """Writes a result file atomically (a temporary sibling, then a rename): a crash leaves the old file."""
+def write_result(path: str | os.PathLike, report: dict, indent: int | None = 1) -> pathlib.Path:
+    """Writes a result file atomically (a temporary sibling of its own, then a rename): a crash leaves
+    the old file, and two writers never share a temporary file."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(report, indent=indent) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
     return path
 
 

@@ -174,8 +174,12 @@ def learner(config: Config, updates: int, rounds: int):
 # ---------------------------------------------------------------- compute efficiency
 
 
-def _flops(compiled) -> float:
-    analysis = compiled.cost_analysis()
+def flops_of(analysed) -> float:
+    """FLOPs from a Compiled's or Lowered's `cost_analysis()` (0 where XLA gives none)."""
+    try:
+        analysis = analysed.cost_analysis()
+    except Exception:  # a backend without cost analysis: report 0, keep the times
+        return 0.0
     if isinstance(analysis, (list, tuple)):  # older JAX: one dict per device program
         analysis = analysis[0] if analysis else None
     return float((analysis or {}).get("flops", 0.0))
@@ -216,12 +220,12 @@ def acting_flops(config: Config, params) -> dict:
         act = jax.jit(make_muzero_act(network, planner, spec, config.targets.history_length))
         return act.lower(params, history, step, np.zeros(B, np.int32), None, jax.random.key(0))
 
-    initial = _flops(jax.jit(network.initial_inference).lower(params, example_stacked_obs(config, spec, B)).compile())
+    initial = flops_of(jax.jit(network.initial_inference).lower(params, example_stacked_obs(config, spec, B)).compile())
     hidden = jnp.zeros((B, *network.hidden_state_shape), jnp.float32)
-    recurrent = _flops(jax.jit(network.recurrent_inference).lower(params, hidden, jnp.zeros(B, jnp.int32)).compile())
-    preset = _flops(lowered_act(N).compile())
+    recurrent = flops_of(jax.jit(network.recurrent_inference).lower(params, hidden, jnp.zeros(B, jnp.int32)).compile())
+    preset = flops_of(lowered_act(N).compile())
     # The loop check compares the unoptimised programs (no compiling): N vs 1 simulation.
-    unoptimised_n, unoptimised_1 = _flops(lowered_act(N)), _flops(lowered_act(1))
+    unoptimised_n, unoptimised_1 = flops_of(lowered_act(N)), flops_of(lowered_act(1))
     return {
         "network_flops_per_step": initial + N * recurrent,
         "initial_inference_flops": initial,

@@ -91,7 +91,6 @@ import os
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -101,6 +100,9 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+
+from bench.provenance import write_result  # noqa: E402
+from bench.selfplay import flops_of  # noqa: E402
 
 CASES = {
     "go9": ("go9", {}),
@@ -150,17 +152,6 @@ def time_calls(call, repeats: int, warmup: int = 1) -> dict:
         jax.block_until_ready(call())
         seconds.append(time.perf_counter() - start)
     return _stats(seconds)
-
-
-def flops_of(analysed) -> float:
-    """FLOPs from a Compiled's or Lowered's `cost_analysis()` (0 where XLA gives none)."""
-    try:
-        analysis = analysed.cost_analysis()
-    except Exception:  # a backend without cost analysis: report 0, keep the times
-        return 0.0
-    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per device program
-        analysis = analysis[0] if analysis else None
-    return float((analysis or {}).get("flops", 0.0))
 
 
 def _checksum(tree):
@@ -1027,19 +1018,6 @@ def _rounded(value):
     return value
 
 
-def write_atomically(path: pathlib.Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
@@ -1087,10 +1065,9 @@ def main(argv=None) -> dict:
     report["load_average_1min_after"] = os.getloadavg()[0]
     report = _rounded(report)
     print(table(report), file=sys.stderr)
-    text = json.dumps(report)
     if out is not None:
-        write_atomically(out, text + "\n")
-    print(text)
+        write_result(out, report, indent=None)
+    print(json.dumps(report))
     return report
 
 

@@ -478,9 +478,14 @@ def encode_mlp_action(action, num_actions: int, action_features, dtype):
     return jnp.concatenate([encoded, jnp.asarray(action_features, dtype)[action]], -1)
 
 
+def _nested_tuples(values):
+    return tuple(_nested_tuples(v) for v in values) if isinstance(values, list) else values
+
+
 def static_table(array):
-    """A [N, F] array as nested tuples: a module attribute that stays hashable and static under jit."""
-    return None if array is None else tuple(tuple(row) for row in np.asarray(array).tolist())
+    """An array of any rank ([N, F] features, [A, H, W] planes) as nested tuples: a module attribute
+    that stays hashable and static under jit."""
+    return None if array is None else _nested_tuples(np.asarray(array).tolist())
 
 
 def dynamics_action_maps(config: NetworkConfig, action_planes, action_features):
@@ -489,7 +494,7 @@ def dynamics_action_maps(config: NetworkConfig, action_planes, action_features):
     planes = None
     # Action planes mark board cells; a downsampled hidden state has no cells to mark.
     if action_planes is not None and config.spatial_actions and config.kind == "resnet" and not config.downsample:
-        planes = tuple(tuple(tuple(row) for row in plane) for plane in np.asarray(action_planes).tolist())
+        planes = static_table(action_planes)
     features = static_table(action_features) if config.mlp_action_features and config.kind == "mlp" else None
     return planes, features
 
@@ -692,7 +697,7 @@ def make_network(
         if point_actions is None:
             raise MooziError("network.policy_head='conv' needs a game whose moves place a stone on a cell "
                              "(Go, tic-tac-toe); use 'dense' for this one")
-        cells = tuple(tuple(tuple(row) for row in plane) for plane in np.asarray(point_actions).tolist())
+        cells = static_table(point_actions)
     model = _MuZeroModel(config, num_actions, planes, predicts_turns, features, territory_heads, cells,
                          history_action_channels=history_length * num_actions)
     M = _MuZeroModel
