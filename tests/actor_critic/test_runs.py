@@ -90,6 +90,7 @@ ASYNCHRONOUS = {"agent": "impala", "impala.asynchronous": True, "train.num_train
                 "train.log_every_updates": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [False, True])
 def test_host_impala_asynchronous_run_logs_its_lag_and_resumes(tmp_path, threads):
     """impala.asynchronous, two training rollout workers of 2 envs each: every update learns from one

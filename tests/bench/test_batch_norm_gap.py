@@ -65,6 +65,7 @@ def test_one_line_per_checkpoint_with_every_depth_of_the_unroll(tmp_path, capsys
     assert depths[0]["kl_act_from_train"] > 1e-4 or depths[0]["value_abs_diff"] > 1e-4
 
 
+@pytest.mark.slow
 def test_where_both_modes_normalise_alike_the_gap_is_zero(tmp_path):
     run, config = _run(tmp_path, **{"network.normalization": "layer"})
     network = build_network(config, env_spec(config))

@@ -17,6 +17,7 @@ from moozi.errors import MooziError
 root_diagnosis = importlib.import_module("bench.root_diagnosis")
 
 
+@pytest.mark.slow
 def test_one_line_per_checkpoint_with_shares_over_the_legal_moves(tmp_path, capsys):
     run = fresh_run(tmp_path / "run", "freeway", **{"planner.search_policy": "gumbel_muzero"})
     root_diagnosis.main([str(run), "--steps", "6"])

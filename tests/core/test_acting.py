@@ -74,6 +74,7 @@ def test_act_shapes_history_and_terminal():
     np.testing.assert_array_equal(out.stats.chosen_q[1], 0.0)
 
 
+@pytest.mark.slow
 def test_act_equals_planner_on_the_stacked_input():
     act = act_fn()
     history = init_history(BATCH, HISTORY, SPEC.obs_shape)

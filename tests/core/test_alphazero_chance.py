@@ -64,6 +64,7 @@ def _act(make, env, planner, seed=1):
 
 # The gamble pays 0.3 · prize in expectation against the safe move's sure 1: 0.9 (safe is best) or 3
 # (the gamble is best, though it loses 7 times in 10).
+@pytest.mark.slow
 @pytest.mark.parametrize(("prize", "best"), [(3.0, SAFE), (10.0, GAMBLE)])
 def test_the_search_with_chance_nodes_takes_the_move_best_in_expectation(prize, best):
     env = TinyChanceEnv(safe=1.0, prize=prize, p_win=0.3)
@@ -78,6 +79,7 @@ def test_the_search_with_chance_nodes_takes_the_move_best_in_expectation(prize, 
     assert set(np.unique(sampled.root.q[:, GAMBLE])) <= {0.0, prize}
 
 
+@pytest.mark.slow
 def test_the_parent_afterstate_value_learns_a_move_only_from_its_visited_outcomes():
     # Why "expected" is the default: from the parent's value (0 here) the gamble starts no better than
     # the safe move, its first outcomes are the likely losses, and PUCT keeps visiting the safe move.
@@ -175,6 +177,7 @@ def _random_positions(env, batch, moves, seed=0):
     return jax.jit(jax.vmap(play))(jax.random.split(jax.random.PRNGKey(seed), batch))
 
 
+@pytest.mark.slow
 def test_on_2048_each_edge_is_the_real_step():
     from moozi.envs.registry import make_env
 
@@ -201,6 +204,7 @@ def test_on_2048_each_edge_is_the_real_step():
     np.testing.assert_allclose(decision.afterstate_value, chance.reward)
 
 
+@pytest.mark.slow
 def test_on_2048_the_search_runs_jitted_and_plays_legal_moves():
     from moozi.envs.registry import make_env
 
@@ -231,6 +235,7 @@ def _backgammon_model(env, network):
     return make_perfect_chance_model(env.chance_rules, network, 1.0, A, per_step_signs=True)
 
 
+@pytest.mark.slow
 def test_on_backgammon_the_chance_edge_keeps_the_sign_within_a_turn_and_flips_it_where_the_turn_passes():
     from moozi.envs.afterstates import BACKGAMMON_ROLLS
     from moozi.envs.registry import make_env
@@ -266,6 +271,7 @@ def test_on_backgammon_the_chance_edge_keeps_the_sign_within_a_turn_and_flips_it
         assert not bool(grandchild.node.done.any())
 
 
+@pytest.mark.slow
 def test_on_backgammon_a_win_carries_its_score_on_the_chance_edge():
     from pgx import backgammon as bg
 
@@ -295,6 +301,7 @@ def test_on_backgammon_a_win_carries_its_score_on_the_chance_edge():
     assert bool(child.node.done.all())
 
 
+@pytest.mark.slow
 def test_on_backgammon_the_search_runs_jitted_and_plays_legal_moves():
     from moozi.envs.registry import make_env
 
@@ -311,6 +318,7 @@ def test_on_backgammon_the_search_runs_jitted_and_plays_legal_moves():
 # ------------------------------------------------------------------------------------------ config
 
 
+@pytest.mark.slow
 def test_the_config_key_reaches_the_act_through_builders():
     from moozi.builders import build_network, env_spec, example_stacked_obs, make_acting
     from moozi.envs.registry import make_env

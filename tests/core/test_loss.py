@@ -58,6 +58,7 @@ class ScaleGradientTest(parameterized.TestCase):
         halved = self.variant(jax.grad(toy), static_argnums=1)(x, 0.5)
         np.testing.assert_array_equal(halved, 0.5 * plain)
 
+    @pytest.mark.slow
     def test_dynamics_entrance_gradient_is_halved(self):
         network, variables, batch = _setup()
         hidden = jax.jit(network.initial_inference)(variables, batch.stacked_obs).hidden_state
@@ -80,6 +81,7 @@ class LossTest(parameterized.TestCase):
         np.testing.assert_allclose(cosine_distance(a, b), [1.0, 0.0, 2.0], atol=1e-6)
 
     @chex.variants(with_jit=True, without_jit=True)
+    @pytest.mark.slow
     def test_metrics_and_shapes(self):
         network, variables, batch = _setup()
         config = LossConfig()
@@ -97,6 +99,7 @@ class LossTest(parameterized.TestCase):
         np.testing.assert_allclose(loss, aux.metrics["total_loss"], rtol=1e-6)
         assert jax.tree.structure(aux.batch_stats) == jax.tree.structure(variables["batch_stats"])
 
+    @pytest.mark.slow
     def test_terms_match_their_formulas(self):
         network, variables, batch = _setup(num_unroll=2)
         config = LossConfig(value_coef=0.25, consistency_coef=0.0, l2_coef=1e-4)
@@ -148,6 +151,7 @@ class LossTest(parameterized.TestCase):
         _, aux_0 = _loss(network, variables, mask_all, config)
         np.testing.assert_array_equal(aux_0.terms["policy_loss"], np.zeros(4))
 
+    @pytest.mark.slow
     def test_consistency_mask_removes_consistency_term(self):
         network, variables, batch = _setup()
         masked = batch._replace(consistency_mask=jnp.array([1.0, 0.0, 1.0, 0.0]))
@@ -173,6 +177,7 @@ class LossTest(parameterized.TestCase):
 
         np.testing.assert_array_equal(jax.jit(jax.grad(total))(batch.next_stacked_obs), 0.0)
 
+    @pytest.mark.slow
     def test_target_network_bootstrap(self):
         network, variables, batch = _setup(with_bootstrap_obs=True)
         config = LossConfig(bootstrap_from="target_network")
@@ -188,6 +193,7 @@ class LossTest(parameterized.TestCase):
         _, aux_search = _loss(network, variables, batch, LossConfig())
         assert not np.allclose(aux_search.priorities, aux.priorities)
 
+    @pytest.mark.slow
     def test_max_step_priority(self):
         network, variables, batch = _setup(num_unroll=2)
         config = LossConfig(priority="max_step")
@@ -219,12 +225,14 @@ class LossTest(parameterized.TestCase):
         with pytest.raises(MooziError):
             LossConfig(bootstrap_from="oracle")
 
+    @pytest.mark.slow
     def test_no_unroll(self):
         network, variables, batch = _setup(num_unroll=0)
         _, aux = _loss(network, variables, batch, LossConfig())
         assert float(aux.metrics["reward_loss"]) == 0.0 and float(aux.metrics["consistency_loss"]) == 0.0
         assert float(aux.metrics["policy_loss"]) > 0.0 and float(aux.metrics["value_loss"]) > 0.0
 
+    @pytest.mark.slow
     def test_mlp_network(self):
         config = NetworkConfig(kind="mlp", mlp_hidden_sizes=(16,), mlp_hidden_state_size=8, head_hidden=8)
         network = _network(config, (1, 1, 3))
@@ -405,6 +413,7 @@ def test_turn_term_by_hand():
     assert float(accuracy) == 0.0  # logit 0 is not > 0, and log 3 says "passes" where it does not
 
 
+@pytest.mark.slow
 def test_muzero_loss_trains_a_turn_head_where_turns_repeat():
     config = dataclasses.replace(TINY_RESNET, kind="mlp", mlp_hidden_sizes=(8,), mlp_hidden_state_size=8)
     network = make_network(config, obs_shape=OBS_SHAPE, history_length=L, num_actions=A, predicts_turns=True)

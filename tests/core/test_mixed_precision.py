@@ -58,6 +58,7 @@ def _dtypes(tree):
     return {leaf.dtype for leaf in jax.tree.leaves(tree)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [MLP, RESNET], ids=["mlp", "resnet"])
 def test_bfloat16_computes_in_bfloat16_on_float32_parameters(config):
     network = _network(_bf16(config))
@@ -74,6 +75,7 @@ def test_bfloat16_computes_in_bfloat16_on_float32_parameters(config):
     assert _dtypes((out, recurrent, projected)) == {jnp.dtype(jnp.float32)}
 
 
+@pytest.mark.slow
 def test_stochastic_network_follows_the_dtype():
     network = make_stochastic_network(_bf16(MLP), obs_shape=OBS_SHAPE, history_length=L, num_actions=A,
                                       num_chance_outcomes=3)

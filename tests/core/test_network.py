@@ -58,6 +58,7 @@ class NetworkTest(parameterized.TestCase):
 
     @chex.variants(with_jit=True, without_jit=True)
     @parameterized.named_parameters(*CASES)
+    @pytest.mark.slow
     def test_output_shapes(self, config, obs_shape, hidden_shape):
         network, variables, obs = _build(config, obs_shape, jit=False)
         root = self.variant(network.initial_inference)(variables, obs)
@@ -84,6 +85,7 @@ class NetworkTest(parameterized.TestCase):
         chex.assert_shape(projected, (B, int(np.prod(hidden_shape))))
 
     @parameterized.named_parameters(*CASES)
+    @pytest.mark.slow
     def test_hidden_state_min_max_scaled_per_example(self, config, obs_shape, hidden_shape):
         network, variables, obs = _build(config, obs_shape)
         root = network.initial_inference(variables, obs)
@@ -102,6 +104,7 @@ class NetworkTest(parameterized.TestCase):
         assert not np.allclose(hidden.max(axis=1), 1.0)
 
     @parameterized.named_parameters(*CASES)
+    @pytest.mark.slow
     def test_acting_mode_leaves_batch_stats_and_training_mode_updates_them(self, config, obs_shape, hidden_shape):
         network, variables, obs = _build(config, obs_shape)
         before = jax.tree.map(jnp.copy, variables["batch_stats"])
@@ -128,6 +131,7 @@ class NetworkTest(parameterized.TestCase):
         got = stats["representation"]["_DenseBnRelu_0"]["BatchNorm_0"]["mean"]
         np.testing.assert_allclose(got, (1 - SMALL_MLP.batch_norm_momentum) * batch_mean, rtol=1e-4, atol=1e-6)
 
+    @pytest.mark.slow
     def test_acting_mode_is_independent_of_batch_composition(self):
         network, variables, obs = _build(SMALL_RESNET, (10, 10, 4))
         full = network.initial_inference(variables, obs)
@@ -151,6 +155,7 @@ class NetworkTest(parameterized.TestCase):
             NetworkConfig(kind="transformer")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalization", ["layer", "layer_all"])
 @pytest.mark.parametrize("name, config, obs_shape, _", CASES)
 def test_layer_norm_acts_as_it_trains(name, config, obs_shape, _, normalization):
@@ -227,6 +232,7 @@ def test_downsampling_makes_the_atari_hidden_state_small(obs_shape, hidden_side)
     assert out.hidden_state.shape == root.hidden_state.shape and projected.shape == (2, hidden_side * hidden_side * 8)
 
 
+@pytest.mark.slow
 def test_mlp_convolution_reads_the_planes_before_the_dense_layers():
     """`mlp_conv_channels`: one 3x3 convolution over the H x W planes (MinAtar's DQN torso), its
     H * W * channels features flattened into h's first dense layer; the hidden state keeps its size."""
@@ -331,6 +337,7 @@ def _cells_and_pass(size: int) -> np.ndarray:
     return planes
 
 
+@pytest.mark.slow
 def test_conv_policy_head_gives_each_cell_the_logit_of_its_point():
     """A stone's logit is read at its own cell (pointwise 1x1 convolutions); the actions on no cell
     (dummy, pass) read the board's average. Changing the board at one cell changes that cell's action
@@ -369,6 +376,7 @@ def test_conv_policy_head_needs_a_map_of_cells():
         NetworkConfig(policy_head="attention")
 
 
+@pytest.mark.slow
 def test_territory_heads_give_per_point_ownership_and_a_score():
     network = make_network(SMALL_RESNET, obs_shape=(5, 5, 3), history_length=1, num_actions=27,
                            territory_heads=True)
@@ -419,6 +427,7 @@ def test_constant_planes_conv_is_the_convolution_with_the_same_kernel(height, wi
         chex.assert_trees_all_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_representation_reads_the_action_planes_from_one_cell_on_stacked_histories():
     # On real stacked histories (frames and one-hot action planes, history.py) the representation's
     # first layer, which takes the action planes' part from one cell, equals the plain convolution

@@ -67,6 +67,7 @@ def plan_with(config, variables, seed, legal, **model_kwargs):
 
 class PlannerBanditTest(chex.TestCase):
     @chex.variants(with_jit=True, without_jit=True)
+    @pytest.mark.slow
     def test_muzero_picks_best_bandit_arm(self):
         planner = make_planner(GREEDY, make_muzero_model(TableNetwork(), 0.997))
         out = self.variant(planner)(bandit_variables(BANDIT_REWARDS), jax.random.PRNGKey(0), OBS, legal_without_dummy())
@@ -86,6 +87,7 @@ class PlannerBanditTest(chex.TestCase):
         np.testing.assert_allclose(out.root_value, expected, rtol=1e-5)
         assert out.action.dtype == jnp.int32
 
+    @pytest.mark.slow
     def test_gumbel_picks_best_bandit_arm(self):
         _, out = plan_with(GUMBEL_GREEDY, bandit_variables(BANDIT_REWARDS), 1, legal_without_dummy())
         np.testing.assert_array_equal(out.action, [3] * BATCH)
@@ -132,6 +134,7 @@ def test_gumbel_policy_target_stretches_q_differences_only_up_to_the_floor(min_v
         assert np.asarray(out.action_probs)[:, 3].min() > 0.9
 
 
+@pytest.mark.slow
 def test_puct_completed_q_target_is_the_improved_policy_of_the_prior_before_its_noise():
     # PUCT with root Dirichlet noise and policy_target="completed_q": p* = softmax(prior logits +
     # σ(completed Q)), σ(completed Q) as mctx's Gumbel MuZero computes it, the prior taken before
@@ -203,6 +206,7 @@ class MaskingTest(chex.TestCase):
                 np.testing.assert_array_equal(np.asarray(out.action_probs)[~legal], 0.0)
                 np.testing.assert_allclose(np.asarray(out.action_probs).sum(-1), 1.0, rtol=1e-5)
 
+    @pytest.mark.slow
     def test_only_dummy_legal_acts_dummy(self):
         legal = np.zeros((BATCH, NUM_ACTIONS), bool)
         legal[:, 0] = True
@@ -244,6 +248,7 @@ class DummyActionTest(chex.TestCase):
         reward[2, :] = 10.0
         return table_variables(next_state=next_state, reward=reward, value=[0.0, -2.0, 5.0, 0.0])
 
+    @pytest.mark.slow
     def test_dummy_subtree_is_absorbing(self):
         legal = jnp.ones((BATCH, NUM_ACTIONS), bool)  # the dummy is searchable at the root for this test
         out, _ = plan_with(GREEDY, self._trap_variables(), 0, legal)
@@ -284,6 +289,7 @@ class TwoPlayerTest(chex.TestCase):
 
     LEGAL = jnp.asarray(np.tile([False, True, True, False, False], (BATCH, 1)))
 
+    @pytest.mark.slow
     def test_blunder_looks_bad_with_negative_discount(self):
         for config in (GREEDY, GUMBEL_GREEDY):
             out, summary = plan_with(config, self._variables(), 0, self.LEGAL, discount=-1.0)
@@ -364,6 +370,7 @@ class InteriorDummyTest(chex.TestCase):
         visits = np.asarray(tree.node_visits)
         return int(np.sum(visits[(parents > 0) & (action == 0)]))
 
+    @pytest.mark.slow
     def test_a_losing_side_cannot_escape_to_the_dummy_inside_the_tree(self):
         for config in (GREEDY, GUMBEL_GREEDY):
             out, _ = plan_with(config, self._variables(np.zeros(NUM_ACTIONS)), 0, legal_without_dummy(), discount=-1.0)

@@ -184,12 +184,14 @@ class TestStochasticSearch:
         np.testing.assert_array_equal(wrong.action, [1] * BATCH)
         np.testing.assert_allclose(wrong.stats.chosen_q, WIN, rtol=1e-6)
 
+    @pytest.mark.slow
     def test_dummy_action_is_absorbing(self):
         out = stochastic_planner(0.997)(gamble_variables(), jax.random.PRNGKey(1), OBS, legal(dummy=True))
         np.testing.assert_array_equal(out.root.q[:, 0], 0.0)  # not the model's 5
         np.testing.assert_array_equal(out.action, [2] * BATCH)
 
     @pytest.mark.parametrize("discount, best", [(-1.0, 2), (1.0, 1)])
+    @pytest.mark.slow
     def test_two_player_sign_is_carried_by_the_step_not_by_chance(self, discount, best):
         # Values are from the player to move: after A the opponent holds +0.5, after B -0.3. With the
         # two-player discount -1 the mover prefers B; a search that forgot the sign would prefer A.
@@ -347,6 +349,7 @@ def _zero_heads(params):
     return jax.tree_util.tree_map_with_path(zero, params)
 
 
+@pytest.mark.slow
 def test_whole_loss_by_hand_with_uniform_heads():
     network, batch = _network(TINY_MLP), _batch()
     variables = _variables(network, batch)
@@ -539,6 +542,7 @@ def test_future_stacked_obs_are_the_next_targets_histories():
                 np.testing.assert_array_equal(future[t, k - 1][..., frames - OBS_SHAPE[-1]:frames], 0.0)
 
 
+@pytest.mark.slow
 def test_planner_searches_the_learned_network():
     network, batch = _network(TINY_MLP), _batch()
     variables = _variables(network, batch)

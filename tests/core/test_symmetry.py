@@ -61,6 +61,7 @@ def _random_game(game, rng, max_moves):
     return steps, actions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("game,kind,count", GAMES)
 def test_symmetric_play_gives_symmetric_boards_and_legal_moves(game, kind, count):
     rng = np.random.default_rng(3)

@@ -82,6 +82,7 @@ def test_targets_flip_with_the_parity_of_plies_to_the_end():
     np.testing.assert_allclose(np.asarray(score), np.array([-0.5, 0.5, -0.5]))
 
 
+@pytest.mark.slow
 def test_area_count_matches_pgx_on_random_finished_games():
     """pgx's own score (its `rewards` winner) agrees with the margin read from its last observation."""
     pytest.importorskip("pgx")

@@ -168,6 +168,7 @@ def test_decoupled_weight_decay_shrinks_kernels_by_rate_times_decay_and_leaves_b
         OptimizerConfig(weight_decay=-1e-4)
 
 
+@pytest.mark.slow
 def test_init_train_state(run):
     states, _, _ = run
     state = states[0]
@@ -196,6 +197,7 @@ def test_train_step_outputs(run):
     assert not _equal(states[1].batch_stats, states[0].batch_stats)
 
 
+@pytest.mark.slow
 def test_target_network_refreshes_every_t_updates(run):
     states, _, _ = run
     for step in range(1, 8):
@@ -244,6 +246,7 @@ def test_target_network_bootstrap_trains():
     assert int(state.step) == 1
 
 
+@pytest.mark.slow
 def test_overfitting_one_batch_drives_every_term_down():
     # The shared learner's configs, so its compiled train step is reused.
     train_step, state, batch = _learner(SHARED_CONFIG)

@@ -60,6 +60,7 @@ def test_games_without_a_map_get_none():
     assert action_planes(make_env("openspiel:go(board_size=9,komi=7.5)").spec) is None
 
 
+@pytest.mark.slow
 def test_backgammon_action_features_name_the_points_pgx_moves_a_checker_between():
     import pgx
 

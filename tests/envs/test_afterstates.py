@@ -127,6 +127,7 @@ def test_2048_split_reproduces_step_exactly(env):
     assert out["empty"][~out["ended"]].min() <= 2 and out["empty"].max() >= 13
 
 
+@pytest.mark.slow
 def test_2048_split_of_an_illegal_move_on_a_full_board(env):
     # No empty cell; the bottom row merges (left and right are legal), no column does (up and down
     # are illegal). pgx's step still draws a tile, which lands on cell 0, and ends the game with -1.

@@ -194,6 +194,7 @@ def test_backgammon_split_reproduces_step_exactly(env):
     assert (out["draws"] & ~out["illegal"]).any()  # legal moves that end the turn
 
 
+@pytest.mark.slow
 def test_backgammon_split_from_the_opening_under_more_keys(env):
     # The frequencies of the 21 rolls under 8,192 keys, after the no-op (illegal at the opening: the
     # game ends with pgx's penalty of -3, but pgx still rolls) and after each legal first move.
@@ -220,6 +221,7 @@ def test_backgammon_split_from_the_opening_under_more_keys(env):
     assert bool(step.is_last) and float(step.reward) == -3.0
 
 
+@pytest.mark.slow
 def test_backgammon_rolls_set_dice_as_pgx_does(env):
     from pgx import backgammon as bg
 
@@ -247,6 +249,7 @@ def test_backgammon_rolls_set_dice_as_pgx_does(env):
     assert np.asarray(rolled._playable_dice).tolist() == [0, 5, -1, -1]
 
 
+@pytest.mark.slow
 def test_backgammon_win_ends_the_game_with_its_score(env):
     from pgx import backgammon as bg
 
@@ -267,6 +270,7 @@ def test_backgammon_win_ends_the_game_with_its_score(env):
     assert bool(out.is_last) and float(out.reward) == 3.0
 
 
+@pytest.mark.slow
 def test_the_order_of_the_dice_changes_nothing_in_the_game(env):
     # From freshly rolled positions with two different dice, the game played on with the same moves and
     # keys from the state and from its swapped twin: the same observations, masks, rewards, players and

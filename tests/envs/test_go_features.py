@@ -27,6 +27,7 @@ def _points(plane) -> set[tuple[int, int]]:
     return {tuple(p) for p in np.argwhere(plane > 0).tolist()}
 
 
+@pytest.mark.slow
 def test_the_observation_gains_seven_planes():
     env, _, obs = _play([])
     assert env.spec.obs_shape == (9, 9, 17 + NUM_PLANES)

@@ -38,6 +38,7 @@ def test_spec(ttt):
     assert ttt.spec.binary_obs
 
 
+@pytest.mark.slow
 def test_conformance_tic_tac_toe(ttt):
     check_jax_env(ttt, seed=0, num_steps=100)
 

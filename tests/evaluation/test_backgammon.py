@@ -101,6 +101,7 @@ def test_evaluate_names_the_batch_opponents():
         evaluate(_BatchBot("random"), "backgammon", "random", num_games=2, seed=0, opening_moves=4)
 
 
+@pytest.mark.slow
 def test_games_cut_at_the_step_cap_are_counted(monkeypatch):
     import moozi.evaluation.matches as matches
 

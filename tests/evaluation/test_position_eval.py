@@ -68,6 +68,7 @@ def mz_result(tmp_path_factory):
     return evaluate_agent_on_positions(load_agent(run_dir))
 
 
+@pytest.mark.slow
 def test_fresh_agent_on_every_position_gives_shares_in_the_unit_interval(mz_result):
     positions = load_positions().positions
     assert mz_result.positions["all"] == sum(p.informative for p in positions)

@@ -59,14 +59,21 @@ class LocalCluster:
         self.nodes = 1
 
     def add_node(self, name: str, cores: str | None = None) -> subprocess.Popen:
-        """A worker node (blocking `ray start` in its own session); returns once the head counts it."""
-        proc = subprocess.Popen(
-            [*_pinned(cores), shutil.which("ray"), "start", "--address", self.address, "--num-cpus", str(self.cpus),
-             "--node-ip-address", "127.0.0.1", "--temp-dir", str(self.tmp_dir / name), "--block"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, start_new_session=True)
+        """A worker node (blocking `ray start` in its own session); returns once the head counts it.
+        Its output goes to `<tmp_dir>/<name>.log`, quoted in the error if it never joins."""
+        log_path = self.tmp_dir / f"{name}.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [*_pinned(cores), shutil.which("ray"), "start", "--address", self.address, "--num-cpus", str(self.cpus),
+                 "--node-ip-address", "127.0.0.1", "--temp-dir", str(self.tmp_dir / name), "--block"],
+                stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         self.workers.append(proc)
         self.nodes += 1
-        self.wait_for_nodes(self.nodes)
+        try:
+            self.wait_for_nodes(self.nodes, node=proc)
+        except RuntimeError as e:
+            tail = log_path.read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"{e}; node {name!r} (`ray start`) said:\n{tail}") from None
         return proc
 
     def alive_nodes(self) -> int:
@@ -74,13 +81,18 @@ class LocalCluster:
         active = status.split("Active:", 1)[-1].split("Pending:", 1)[0]
         return len(re.findall(r"^\s*1 node_", active, flags=re.M))
 
-    def wait_for_nodes(self, count: int, timeout: float = 90.0) -> None:
+    def wait_for_nodes(self, count: int, timeout: float = 180.0, node: subprocess.Popen | None = None) -> None:
+        # 180 s, not 90: in the full suite a node starts while the other xdist worker keeps both
+        # vCPUs busy, and there a worker node took more than 90 s to register (twice on a 2-vCPU
+        # machine at ~190 GFLOP/s); alone it takes seconds. A node whose `ray start` exits fails at once.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if node is not None and node.poll() is not None:
+                raise RuntimeError(f"`ray start` of a worker node exited with {node.returncode} before the cluster reached {count} live nodes")
             if self.alive_nodes() == count:
                 return
             time.sleep(1)
-        raise RuntimeError(f"the cluster did not reach {count} live nodes")
+        raise RuntimeError(f"the cluster did not reach {count} live nodes in {timeout:g} s")
 
     def kill_node(self, proc: subprocess.Popen) -> None:
         """SIGKILL to every process of the node: no chance to clean up, as when a machine dies."""

@@ -95,6 +95,7 @@ def test_an_export_without_its_description_is_refused(tmp_path, shipped_dir):
     assert not (shipped_dir / "x").exists()
 
 
+@pytest.mark.slow
 def test_the_agents_that_ship_load_play_legal_moves_and_stay_small():
     agents = shipped.shipped_agents()
     size = sum(p.stat().st_size for p in shipped.SHIPPED_DIR.rglob("*") if p.is_file()) if agents else 0

@@ -49,6 +49,7 @@ def _final_reward(env, actions) -> float:
     return float(out.reward)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("komi", [0.5, 7.5])
 def test_the_twin_takes_the_komi_of_the_game_played(komi):
     # Black E5 and E4, white F5, then two passes: black 2 stones, white 1, nothing else owned: 1 - komi.
@@ -76,6 +77,7 @@ def _long_game(plies: int, game: pyspiel.Game, seed: int = 0) -> pyspiel.State:
     return state
 
 
+@pytest.mark.slow
 def test_a_position_past_pgx_s_default_length_gets_a_real_move():
     game = new_go_game(9, 6.5, 810)  # as `moozi gtp` plays after `komi 6.5`
     state = _long_game(200, game)

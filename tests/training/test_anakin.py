@@ -93,6 +93,7 @@ def _openspiel_replay(trajectory: Trajectory):
     return state.returns()[mover]  # the reward of the player who made the last move
 
 
+@pytest.mark.slow
 def test_anakin_worker_yields_exact_tic_tac_toe_games():
     worker = AnakinRolloutWorker(TTT, 0)
     result = worker.run(_params(TTT), 24, policy_version=3)
@@ -137,6 +138,7 @@ def test_anakin_worker_resumes_the_same_stream():
     assert ra.metrics["episode_return"] == pytest.approx(np.mean([t.reward.sum() for t in ra.trajectories]))
 
 
+@pytest.mark.slow
 def test_workers_with_other_indices_play_other_games():
     params = _params(TTT)
     r0, r1 = AnakinRolloutWorker(TTT, 0).run(params, 24, 0), AnakinRolloutWorker(TTT, 1).run(params, 24, 0)
@@ -144,6 +146,7 @@ def test_workers_with_other_indices_play_other_games():
     assert a0.shape != a1.shape or not np.array_equal(a0, a1)
 
 
+@pytest.mark.slow
 def test_act_fn_is_pluggable_sees_the_env_state_and_compiles_once():
     # An epsilon schedule changes epsilon on every run: a traced scalar, not a new program.
     config = _config("pgx:tic_tac_toe", "tic_tac_toe", **{"train.epsilon_start": 0.5, "train.epsilon_env_steps": 100})
@@ -163,6 +166,7 @@ def test_act_fn_is_pluggable_sees_the_env_state_and_compiles_once():
     assert seen[0].legal_action_mask.shape == (TTT.env.num_envs, 9)
 
 
+@pytest.mark.slow
 def test_epsilon_one_plays_random_legal_moves_whatever_the_network():
     always = _config("pgx:tic_tac_toe", "tic_tac_toe", **{"train.epsilon_start": 1.0, "train.epsilon_end": 1.0})
     games = {}
@@ -214,6 +218,7 @@ def _searched_in_full(trajectories):
     return sums > 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("worker", ["anakin", "host"])
 def test_playout_cap_randomisation_keeps_policy_targets_of_full_searches_only(worker):
     """`planner.full_search_share`: about that share of steps keeps p*; the others store zeros, and

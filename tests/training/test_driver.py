@@ -26,6 +26,7 @@ def _config(max_env_steps, **extra):
     return tiny_config(**{"train.max_env_steps": max_env_steps}, **extra)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_times_its_schedule_from_the_run_s_start(tmp_path, monkeypatch):
     # The driver hands the schedule the training seconds before the resume (a decay_over=run
     # schedule timed by minutes continues where it stopped; run_progress's test has the maths).

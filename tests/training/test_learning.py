@@ -148,6 +148,7 @@ def test_a_minatar_mark_is_a_minute_or_the_best_checkpoint(tmp_path, capsys):
         _mark_checkpoint(tmp_path, "best", checkpoints, setup=5.0)
 
 
+@pytest.mark.slow
 def test_the_2048_random_mover_plays_whole_games_on_the_agents_seeds():
     from bench.learning import random_mover_2048
 

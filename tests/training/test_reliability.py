@@ -637,6 +637,7 @@ def test_fuzzed_human_play_input(agent, lines, seat):
     assert not any("Traceback" in line for line in shown)
 
 
+@pytest.mark.slow
 def test_play_command_with_garbage_stdin_ends_cleanly(trained_run):
     code, out, err = _cli(["play", trained_run["run_dir"], "--seat", "0"], stdin_text="hello\n99\n\x00\n-1\n")
     assert code == 0 and err == ""
