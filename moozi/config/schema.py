@@ -108,6 +108,11 @@ class BackendConfig:
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
     replay_cpus: float = 0.5
+    # Ray: a role asking for N whole CPUs runs on N cores of its node of its own, so that each role's
+    # XLA thread pool is as wide as its share (moozi/training/backends/ray_cores.py). "auto": only
+    # where the roles' whole CPUs reach the node's cores; "on": always; "off": every role may run on
+    # every core. Off by default: on 2 vCPUs the go9 loop ran no faster confined (docs/performance.md).
+    role_cores: Literal["off", "auto", "on"] = "off"
     # Ray: every role's resources are reserved before any starts (all or nothing), so a run never
     # half-starts. The learner, the replay buffer and the testing worker share one node (the driver's
     # when it has room); the rollout workers are placed by this strategy: SPREAD puts them on as many

@@ -5,6 +5,7 @@
   and the inline backend, each role on a thread of its own.
 - `ray_backend.py`: each role a Ray actor (a local instance, or a cluster joined), its waits, its errors.
 - `ray_placement.py`: the Ray roles' placement groups, reserved before any actor starts.
+- `ray_cores.py`: which cores of its node each Ray role runs on (`backend.role_cores`).
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@
   pending forever. GPUs asked for but not present are an error, not a hang.
 * Placement (a cluster or the local instance): every role's resources are
   reserved before any actor starts, all or nothing (`ray_placement.py`).
+* Cores: with `backend.role_cores` on or auto, a role asking for whole CPUs
+  runs on that many cores of its node of its own (`ray_cores.py`), so that
+  the roles' XLA thread pools do not contend; off by default.
 * Waits: `get` and `get_first` poll, so a stop request (a signal, --max-minutes) is seen
   within a second whatever the roles are doing (`interrupt`), and no wait
   lasts longer than `backend.wait_timeout_seconds` without an error that
@@ -49,6 +52,7 @@ from typing import Any
 from moozi.config import BackendConfig
 from moozi.errors import MooziError
 from moozi.training.backends.inline import POLL_SECONDS, RoleDiedError, RoleHandle, T, check_interrupt, check_nonempty
+from moozi.training.backends.ray_cores import CoreSlot, confined_class, slots, whole_cpus
 from moozi.training.backends.ray_placement import PLACEMENT_GROUPS, Placement, check_reachable, is_loopback
 
 
@@ -92,6 +96,7 @@ class RayBackend:
         self._saved_env: dict[str, str | None] = {}
         self._saved_cluster_flag = None
         self._placement = Placement(ray, config)  # the roles' placement groups, reserved at launch
+        self._core_slots: dict[str, CoreSlot] = {}  # role name -> its cores on its node (ray_cores.py), set at launch
         # object ref's id -> "role.method" (the id, not the ref: holding a ref would keep its object alive)
         self._calls: collections.OrderedDict = collections.OrderedDict()
         self._ready: dict[str, Any] = {}  # role name -> its readiness probe (`is_ready`)
@@ -140,6 +145,9 @@ class RayBackend:
 
     def _create(self, handle: RayHandle) -> None:
         cls, args, options = handle.spec
+        slot = self._core_slots.get(handle.name)
+        if slot is not None and self.config.role_cores != "off":
+            cls = confined_class(cls, slot, self.config.role_cores)
         options = {**options, **self._placement.scheduling(handle.name)}
         actor = self.ray.remote(**options)(cls).remote(*args) if options else self.ray.remote(cls).remote(*args)
         self._names[actor._actor_id.hex()] = handle.name
@@ -188,6 +196,8 @@ class RayBackend:
         pending = [h for h in self._handles if h._actor is None]
         if not self._placement.groups and pending:
             self._placement.reserve(pending, self.interrupt)
+            where = self._placement.where()
+            self._core_slots = slots([(h.name, where.get(h.name), whole_cpus(h.spec[2])) for h in self._handles])
         for handle in pending:
             self._create(handle)
 
