@@ -96,7 +96,7 @@ class RayBackend:
         self._saved_env: dict[str, str | None] = {}
         self._saved_cluster_flag = None
         self._placement = Placement(ray, config)  # the roles' placement groups, reserved at launch
-        self._core_slots: dict[str, CoreSlot] = {}  # role name -> its cores on its node (ray_cores.py), set at launch
+        self._core_slots: dict[str, CoreSlot] = {}  # role name -> its cores on its node (ray_cores.py), set at launch unless role_cores=off
         # object ref's id -> "role.method" (the id, not the ref: holding a ref would keep its object alive)
         self._calls: collections.OrderedDict = collections.OrderedDict()
         self._ready: dict[str, Any] = {}  # role name -> its readiness probe (`is_ready`)
@@ -146,7 +146,7 @@ class RayBackend:
     def _create(self, handle: RayHandle) -> None:
         cls, args, options = handle.spec
         slot = self._core_slots.get(handle.name)
-        if slot is not None and self.config.role_cores != "off":
+        if slot is not None:
             cls = confined_class(cls, slot, self.config.role_cores)
         options = {**options, **self._placement.scheduling(handle.name)}
         actor = self.ray.remote(**options)(cls).remote(*args) if options else self.ray.remote(cls).remote(*args)
@@ -196,8 +196,9 @@ class RayBackend:
         pending = [h for h in self._handles if h._actor is None]
         if not self._placement.groups and pending:
             self._placement.reserve(pending, self.interrupt)
-            where = self._placement.where()
-            self._core_slots = slots([(h.name, where.get(h.name), whole_cpus(h.spec[2])) for h in self._handles])
+            if self.config.role_cores != "off":  # off (the default): no placement lookup, no slots
+                where = self._placement.where()
+                self._core_slots = slots([(h.name, where.get(h.name), whole_cpus(h.spec[2])) for h in self._handles])
         for handle in pending:
             self._create(handle)
 
