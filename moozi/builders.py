@@ -121,6 +121,11 @@ def make_act(config: Config, spec: EnvSpec, planner_config: PlannerConfig, rules
     (pgx's go with the komi and length of the OpenSpiel game an agent plays).
     """
     chance_outcomes = config.stochastic.num_chance_outcomes if learns_chance_outcomes(config) else None
+    if planner_config.score_utility > 0 and not (config.agent == "alphazero" and config.loss.score_coef > 0
+                                                 and learns_territory(config, spec)):
+        raise MooziError("planner.score_utility needs agent=alphazero on a territory game whose network learns the "
+                         f"score (loss.score_coef > 0, e.g. go9); got agent={config.agent}, game {spec.name}, "
+                         f"loss.score_coef={config.loss.score_coef}")
     alphazero_env = None
     if config.agent == "alphazero":
         game, options = env_key(config)

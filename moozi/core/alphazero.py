@@ -26,7 +26,8 @@ import mctx
 
 from moozi.core.acting import ActFn, ActingOutput
 from moozi.core.planner import PlannerConfig, SearchModel, make_planner, search_discount
-from moozi.envs.base import EnvSpec, StepOutput
+from moozi.core.territory import final_ownership_and_score
+from moozi.envs.base import EnvSpec, StepOutput, TerritorySpec
 from moozi.core.history import HistoryState, history_input, push_history
 from moozi.core.types import Array
 
@@ -46,27 +47,55 @@ class PerfectModelRoot(NamedTuple):
     to_play: Array  # [B] int32
 
 
-def network_evaluator(network, num_actions: int):
+class ScoreUtility(NamedTuple):
+    """`planner.score_utility`: the search's utility adds coef * (2/pi) * atan(margin / scale) to the win value."""
+
+    coef: float
+    scale: float  # points
+    territory: TerritorySpec  # where a finished game's observation shows its board
+
+
+def score_utility(margin, coef: float, scale: float):
+    """KataGo's static score utility of a score margin (points, the mover's view): in (-coef, coef)."""
+    return coef * (2.0 / jnp.pi) * jnp.arctan(margin / scale)
+
+
+def network_evaluator(network, num_actions: int, utility: ScoreUtility | None = None):
     """(params, history) -> (policy logits, value): the network's prior and value at a node whose
-    input is the history the search carries (the rules, not the network, give the next state)."""
+    input is the history the search carries (the rules, not the network, give the next state). With
+    `utility`, the value adds the score utility of the score head's margin (points: its output times
+    the board's points)."""
 
     def evaluate(params, history):
         out = network.initial_inference(params, history_input(history, num_actions))
-        return out.policy_logits, out.value
+        if utility is None:
+            return out.policy_logits, out.value
+        points = out.ownership_logits.shape[-2] * out.ownership_logits.shape[-1]
+        return out.policy_logits, out.value + score_utility(out.score * points, utility.coef, utility.scale)
 
     return evaluate
 
 
-def make_perfect_model(env, network, discount: float, num_actions: int, per_step_signs: bool = False) -> SearchModel:
+def _final_margin_utility(step, actor, utility: ScoreUtility):
+    """[B] the score utility of each finished game's final margin for the player who made the last
+    move (`actor`): the observation shows the board from the side of the player to move then."""
+    _, margin = jax.vmap(lambda obs: final_ownership_and_score(obs, utility.territory))(step.obs)
+    margin = jnp.where(step.to_play == actor, margin, -margin)
+    return score_utility(margin, utility.coef, utility.scale)
+
+
+def make_perfect_model(env, network, discount: float, num_actions: int, per_step_signs: bool = False,
+                       utility: ScoreUtility | None = None) -> SearchModel:
     """AlphaZero's search model. `env` is a JaxEnv with a pure `step(state, action, is_last, key)`;
     `discount` is the signed per-edge discount (`search_discount`: -1 for two-player board games).
     `per_step_signs` (games whose turns may repeat): each edge's sign is read from the rules instead,
     -1 where the player to move changes, +1 where the mover moves again. Chance inside the search
     (pgx's backgammon rolls the next turn's dice in `step`) is sampled once per expanded edge; where the
     bridge splits its step exactly (2048, backgammon), `planner.chance_search="exact"` searches chance
-    nodes instead (alphazero_chance.py)."""
+    nodes instead (alphazero_chance.py). `utility` (`planner.score_utility`): values and the reward of a
+    game's end add the score utility of the margin."""
 
-    evaluate = network_evaluator(network, num_actions)
+    evaluate = network_evaluator(network, num_actions, utility)
 
     def root(params, rng, root_input: PerfectModelRoot):
         del rng
@@ -88,8 +117,14 @@ def make_perfect_model(env, network, discount: float, num_actions: int, per_step
         edge_discount = discount
         if per_step_signs:
             edge_discount = jnp.where(step.to_play == embedding.to_play, abs(discount), -abs(discount))
+        reward = jnp.where(ended_before, 0.0, step.reward)
+        if utility is not None:  # the final margin, counted only in the (few) batches where a game ends
+            ends = step.is_last & ~ended_before
+            final = jax.lax.cond(jnp.any(ends), lambda: _final_margin_utility(step, embedding.to_play, utility),
+                                 lambda: jnp.zeros_like(reward))
+            reward = reward + jnp.where(ends, final, 0.0)
         out = mctx.RecurrentFnOutput(
-            reward=jnp.where(ended_before, 0.0, step.reward).astype(value.dtype),
+            reward=reward.astype(value.dtype),
             discount=jnp.where(done, 0.0, edge_discount).astype(value.dtype),
             prior_logits=jnp.where(done[:, None], 0.0, legal_logits).astype(logits.dtype),
             value=jnp.where(done, 0.0, value).astype(value.dtype),
@@ -106,8 +141,11 @@ def make_alphazero_act(env, network, planner_config: PlannerConfig, spec: EnvSpe
     Not jitted here: callers jit it alone (`moozi.builders.make_acting`) or
     inside a whole self-play segment (the Anakin path).
     """
+    utility = None
+    if planner_config.score_utility > 0:
+        utility = ScoreUtility(planner_config.score_utility, planner_config.score_utility_scale, spec.territory)
     model = make_perfect_model(env, network, search_discount(planner_config, spec), spec.num_actions,
-                               per_step_signs=spec.per_step_turn_signs)
+                               per_step_signs=spec.per_step_turn_signs, utility=utility)
     planner = make_planner(planner_config, model)
 
     def act(params, history_state: HistoryState, step_output: StepOutput, last_action, env_state, rng):

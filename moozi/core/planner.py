@@ -78,6 +78,15 @@ class PlannerConfig:
     fast_simulations: int = 8
     """Simulations of the fast searches of playout cap randomisation (`full_search_share` < 1); never
     more than `num_simulations` (a run with fewer full simulations searches every move with those)."""
+    score_utility: float = 0.0
+    """AlphaZero mode on a territory game whose network learns the score (go9, `loss.score_coef` > 0):
+    the search's utility adds `score_utility` * (2/pi) * atan(margin / `score_utility_scale`) to the
+    win value, KataGo's static score utility (Wu 2019): the score head's margin at each leaf, the
+    game's final Tromp-Taylor margin where a game ends in the search. Between two moves that both win
+    (or both lose), the search then prefers the larger (or smaller) margin, where the win value alone
+    sees no difference. 0 (the default): the win value alone. Training's value target stays the win."""
+    score_utility_scale: float = 10.0
+    """Points of margin at which the score utility reaches half its size (atan(1) = pi/4)."""
     pb_c_init: float = 1.25
     """PUCT constant c1 (MuZero only)."""
     pb_c_base: float = 19652.0
@@ -159,6 +168,10 @@ class PlannerConfig:
             )
         if self.gumbel_scale < 0.0:
             raise MooziError(f"planner.gumbel_scale must be >= 0, got {self.gumbel_scale}")
+        if self.score_utility < 0.0:
+            raise MooziError(f"planner.score_utility must be >= 0 (0: off), got {self.score_utility}")
+        if self.score_utility_scale <= 0.0:
+            raise MooziError(f"planner.score_utility_scale must be > 0 (points), got {self.score_utility_scale}")
         if not 0.0 <= self.discount <= 1.0:
             raise MooziError(f"planner.discount must be in [0, 1], got {self.discount}")
         if self.policy_target not in POLICY_TARGETS:

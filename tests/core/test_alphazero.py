@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import jax
@@ -111,3 +112,57 @@ def test_backgammon_signs_each_edge_by_who_moves_next():
         assert float(out.discount[0]) == (1.0 if same else -1.0)
         embedding = child
     assert seen == {True, False}  # both kinds of edge were checked
+
+
+class _ScoreNet(NamedTuple):
+    """A territory network's outputs, fixed: value 0.25, a score margin of 0.1 of the board's points."""
+
+    num_actions: int
+
+    def initial_inference(self, params, stacked_obs):
+        batch = stacked_obs.shape[0]
+        return SimpleNamespace(policy_logits=jnp.zeros((batch, self.num_actions)), value=jnp.full((batch,), 0.25),
+                               ownership_logits=jnp.zeros((batch, 9, 9)), score=jnp.full((batch,), 0.1))
+
+
+@pytest.mark.slow  # pgx's go inside the model, compiled
+def test_the_score_utility_adds_the_margin_at_leaves_and_at_the_game_s_end():
+    from moozi.core.alphazero import ScoreUtility, score_utility
+
+    env = make_env("pgx:go_9x9")
+    spec = env.spec
+    coef, scale = 0.3, 10.0
+    expected = {margin: coef * (2 / np.pi) * np.arctan(margin / scale) for margin in (8.1, 7.5)}
+    assert float(score_utility(jnp.float32(8.1), coef, scale)) == pytest.approx(expected[8.1], rel=1e-5)
+    state, step = env.init(jax.random.PRNGKey(0))
+    history = init_history(1, 1, spec.obs_shape)
+    root = PerfectModelRoot(jax.tree.map(lambda x: x[None], state), history, jnp.asarray([False]),
+                            jnp.asarray([step.to_play], jnp.int32))
+    pass_action = jnp.asarray([spec.num_actions - 1])  # pgx's pass is its last action (81), the bridge's 82
+    for utility in (None, ScoreUtility(coef, scale, spec.territory)):
+        model = make_perfect_model(env, _ScoreNet(spec.num_actions), -1.0, spec.num_actions, utility=utility)
+        recurrent = jax.jit(model.recurrent)
+        root_out = model.root(None, jax.random.PRNGKey(0), root)
+        # Black passes: a leaf, valued by the network (the score head's 8.1 points in the utility).
+        out, child = recurrent(None, jax.random.PRNGKey(1), pass_action, root_out.embedding)
+        leaf_bonus = 0.0 if utility is None else expected[8.1]
+        assert float(root_out.value[0]) == pytest.approx(0.25 + leaf_bonus, rel=1e-5)
+        assert not bool(child.done[0]) and float(out.value[0]) == pytest.approx(0.25 + leaf_bonus, rel=1e-5)
+        # White passes: the game ends on an empty board, white wins by komi (7.5) and gets the reward.
+        out, end = recurrent(None, jax.random.PRNGKey(2), pass_action, child)
+        assert bool(end.done[0]) and float(out.value[0]) == 0.0 and float(out.discount[0]) == 0.0
+        end_bonus = 0.0 if utility is None else expected[7.5]
+        assert float(out.reward[0]) == pytest.approx(1.0 + end_bonus, rel=1e-5)
+
+
+def test_the_score_utility_is_refused_where_no_score_is_learned():
+    from moozi.builders import make_act
+    from moozi.config import build_config
+    from moozi.errors import MooziError
+    from moozi.builders import env_spec
+
+    config = build_config("tic_tac_toe", overrides={"agent": "alphazero", "planner.score_utility": "0.3"})
+    with pytest.raises(MooziError, match=r"planner\.score_utility needs agent=alphazero on a territory game"):
+        make_act(config, env_spec(config), config.planner)
+    with pytest.raises(MooziError, match=r"planner\.score_utility must be >= 0"):
+        build_config("go9", overrides={"planner.score_utility": "-1"})
