@@ -70,7 +70,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--opponent", default=None,
                     help="random (default) | minimax | mcts:N | solver (connect_four) | run:DIR (not with --ladder; "
                     "searches with its own run's planner.play_simulations) | pipcount (backgammon: a greedy "
-                    "pip-count bot) | gnugo[:LEVEL] (go: GNU Go through GTP, level 1 by default, colours "
+                    "pip-count bot) | pubeval, gnubg (backgammon: Tesauro's public evaluator, GNU Backgammon's "
+                    "network at 0 ply; need the [backgammon] extra) | gnugo[:LEVEL] (go: GNU Go through GTP, level "
+                    "1 by default, colours "
                     "alternating; each game's margins by Tromp-Taylor and by GNU Go's dead-stone count; "
                     "needs Debian's gnugo package)")
     ev.add_argument("--games", type=int, default=None,

@@ -77,7 +77,7 @@ _LIBRARIES: dict[str, _Library] = {
         "moozi.envs.gym", "make_atari", "known_atari_games", ("gymnasium", "ale_py"), 'pip install -e ".[atari]" (in the moozi checkout)', False,
         True,
     ),
-    "pgx": _Library("moozi.envs.pgx", "make", "known_games", ("pgx",), 'pip install -e ".[jax-envs]" (in the moozi checkout)', True),
+    "pgx": _Library("moozi.envs.pgx", "make", "known_games", ("pgx",), 'pip install -e . (in the moozi checkout: pgx is one of its dependencies)', True),
     "gymnax": _Library("moozi.envs.gymnax", "make", "known_games", ("gymnax",), 'pip install -e ".[jax-envs]" (in the moozi checkout)', True),
 }
 

@@ -42,7 +42,8 @@ __all__ = [
 
 OPPONENT_FORMS = (
     "random, minimax, mcts:N (N simulations, e.g. mcts:100), solver (perfect play, connect_four only), "
-    "run:DIR (another trained run), pipcount (backgammon only: a greedy pip-count bot) or gnugo[:LEVEL] "
+    "run:DIR (another trained run), pipcount, pubeval or gnubg (backgammon only: a greedy pip-count bot, "
+    "Tesauro's pubeval, GNU Backgammon at 0 ply) or gnugo[:LEVEL] "
     "(go: GNU Go through GTP, level 1 by default)"
 )
 
@@ -99,10 +100,13 @@ class EvalResult:
     simulations: int | None = None  # the agent's search simulations per move (None: no search)
     # Games moozi's own batch (pgx:backgammon) stopped at its step cap, counted among the draws.
     unfinished: int = 0
+    # Backgammon: the agent's mean points per game (a gammon counts 2, a backgammon 3; lost games
+    # negative, cut games 0); None where every win is worth one point.
+    points_per_game: float | None = None
 
     @classmethod
     def from_seats(cls, *, game: str, opponent: str, seed: int, per_seat: tuple[SeatRecord, ...],
-                   opening_moves: int = 0, unfinished: int = 0) -> "EvalResult":
+                   opening_moves: int = 0, unfinished: int = 0, points_per_game: float | None = None) -> "EvalResult":
         """Totals, rates and intervals derived from the per-seat counts."""
         games = sum(s.games for s in per_seat)
         wins, draws, losses = (sum(getattr(s, k) for s in per_seat) for k in ("wins", "draws", "losses"))
@@ -122,6 +126,7 @@ class EvalResult:
             per_seat=tuple(per_seat),
             opening_moves=opening_moves,
             unfinished=unfinished,
+            points_per_game=points_per_game,
         )
 
     def to_json(self) -> str:
@@ -143,6 +148,8 @@ class EvalResult:
             header += f", {self.simulations} simulations per move"
         if self.unfinished:
             header += f"; {self.unfinished} games cut at the step cap, counted as draws"
+        if self.points_per_game is not None:
+            header += f"; {self.points_per_game:+.3f} points per game (gammons count 2, backgammons 3)"
         columns = f"{'':<12} {'games':>5} {'wins':>5} {'draws':>5} {'losses':>6}   {'win rate (95% CI)':<22} loss rate (95% CI)"
         rows = [header, columns]
 
@@ -485,7 +492,11 @@ def _evaluate_two_player(agent, canonical: str, game: pyspiel.Game, opponent: st
 # (moozi/evaluation/vector_matches.py) against these opponents; a game still going after this many
 # steps counts as a draw.
 BATCH_OPPONENTS = {"random": "a uniformly random legal move",
-                   "pipcount": "pgx:backgammon only: the greedy pip-count bot (moozi/evaluation/backgammon_bot.py)"}
+                   "pipcount": "pgx:backgammon only: the greedy pip-count bot (moozi/evaluation/backgammon_bot.py)",
+                   "pubeval": "pgx:backgammon only: Tesauro's public linear evaluator (moozi/evaluation/gnubg_bots.py; "
+                              "the gnubg-nn package)",
+                   "gnubg": "pgx:backgammon only: GNU Backgammon's neural network at 0 ply (the gnubg-nn package)"}
+_BACKGAMMON_ONLY = ("pipcount", "pubeval", "gnubg")
 _BATCH_MAX_STEPS = 5_000
 
 
@@ -502,8 +513,12 @@ def batch_opponent(spec: str, canonical: str, seed: int):
         choose = pip_count_policy()
         keys = iter(jax.random.split(jax.random.key(seed), _BATCH_MAX_STEPS + 1))
         # +1: the bridge's action 0 is its dummy, library action a is a + 1.
-        return lambda step, vector_env: np.asarray(choose(vector_env.state, next(keys))) + 1
-    allowed = ", ".join(name for name in BATCH_OPPONENTS if name == "random" or canonical == "pgx:backgammon")
+        return lambda step, vector_env, to_move: np.asarray(choose(vector_env.state, next(keys))) + 1
+    if kind in ("pubeval", "gnubg") and canonical == "pgx:backgammon":
+        from moozi.evaluation.gnubg_bots import GnubgOpponent
+
+        return GnubgOpponent(kind)
+    allowed = ", ".join(name for name in BATCH_OPPONENTS if name not in _BACKGAMMON_ONLY or canonical == "pgx:backgammon")
     raise MooziError(f"{canonical} is played in moozi's own batch of games, against: {allowed}; got {spec!r}")
 
 
@@ -526,8 +541,9 @@ def _evaluate_in_batch(agent, canonical: str, opponent: str, num_games: int, see
     for seat in (0, 1):
         mine = played.outcome[played.agent_seat == seat]
         per_seat.append(SeatRecord(seat, len(mine), int(np.sum(mine > 0)), int(np.sum(mine == 0)), int(np.sum(mine < 0))))
+    points = float(np.mean(played.points)) if canonical == "pgx:backgammon" else None  # gammons 2, backgammons 3
     return EvalResult.from_seats(game=canonical, opponent=opponent, seed=seed, per_seat=tuple(per_seat),
-                                 unfinished=int(np.sum(~played.finished)))
+                                 unfinished=int(np.sum(~played.finished)), points_per_game=points)
 
 
 def evaluate(agent, game_name: str, opponent: str, num_games: int, seed: int,

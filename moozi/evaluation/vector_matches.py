@@ -18,9 +18,10 @@ import numpy as np
 from moozi.core.history import init_history
 from moozi.envs.base import random_legal_actions
 
-# (step, vector env) -> one action per env; called on every step, its answer used where the
-# opponent is to move.
-OpponentPolicy = Callable[[object, object], np.ndarray]
+# (step, vector env, to_move) -> one action per env; called on every step, its answer used where the
+# opponent is to move: `to_move`, a bool per env (an opponent that keeps a plan per game, as the
+# gnubg ones do, must know which moves are its own).
+OpponentPolicy = Callable[[object, object, np.ndarray], np.ndarray]
 
 
 class BatchOutcome(NamedTuple):
@@ -36,7 +37,7 @@ class BatchOutcome(NamedTuple):
 def random_opponent(seed: int) -> OpponentPolicy:
     """A uniformly random legal move, from its own numpy stream."""
     rng = np.random.default_rng(seed)
-    return lambda step, env: random_legal_actions(rng, step.legal_actions)
+    return lambda step, env, to_move: random_legal_actions(rng, step.legal_actions)
 
 
 def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape: tuple[int, ...],
@@ -67,9 +68,9 @@ def play_batch(act: Callable, variables, env, *, history_length: int, obs_shape:
         history, out = act(variables, history, step, last_action, env_state, sub)
         action = np.asarray(out.action, np.int32)
         if is_two_player:
-            opponent_action = np.asarray(opponent(step, env), np.int32)
-            opponent_turn = step.to_play != agent_seat
-            action = np.where(opponent_turn & ~step.is_last, opponent_action, action)
+            opponent_turn = (step.to_play != agent_seat) & ~step.is_last
+            opponent_action = np.asarray(opponent(step, env, opponent_turn & ~done), np.int32)
+            action = np.where(opponent_turn, opponent_action, action)
         live = ~done
         total[live] += step.reward[live]
         ended = step.is_last & live

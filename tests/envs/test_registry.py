@@ -137,11 +137,14 @@ def test_bridges_without_name_checks_get_them_from_the_registry(fake_library):
 
 
 def test_missing_extra_of_a_real_library(monkeypatch):
-    if importlib.util.find_spec("moozi.envs.pgx") is None:
-        pytest.skip("moozi.envs.pgx is not written yet")
-    monkeypatch.delitem(sys.modules, "moozi.envs.pgx", raising=False)
-    monkeypatch.setitem(sys.modules, "pgx", None)  # makes `import pgx` fail as if not installed
+    monkeypatch.delitem(sys.modules, "moozi.envs.gymnax", raising=False)
+    monkeypatch.setitem(sys.modules, "gymnax", None)  # makes `import gymnax` fail as if not installed
     with pytest.raises(MooziError, match=r'pip install -e "\.\[jax-envs\]"'):
+        make_env("gymnax:Breakout-MinAtar")
+    # pgx is one of moozi's own dependencies: a broken install is answered with moozi's install.
+    monkeypatch.delitem(sys.modules, "moozi.envs.pgx", raising=False)
+    monkeypatch.setitem(sys.modules, "pgx", None)
+    with pytest.raises(MooziError, match=r"pip install -e \. \(in the moozi checkout: pgx is one of its dependencies\)"):
         make_env("pgx:tic_tac_toe")
 
 

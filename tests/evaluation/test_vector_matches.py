@@ -25,7 +25,7 @@ def test_the_first_player_wins_when_both_play_their_lowest_legal_move():
 
     try:
         played = play_batch(act, None, env, history_length=1, obs_shape=env.spec.obs_shape, is_two_player=True,
-                            seed=0, max_steps=20, opponent=lambda step, env: _lowest_legal_move(step))
+                            seed=0, max_steps=20, opponent=lambda step, env, to_move: _lowest_legal_move(step))
     finally:
         env.close()
     np.testing.assert_array_equal(played.agent_seat, [0, 1, 0, 1, 0, 1])
