@@ -22,7 +22,9 @@
   trains for the largest of --minatar-minutes; at each mark, the newest
   checkpoint by then plays --minatar-episodes greedy episodes (sticky actions
   0.1, each cut after --minatar-max-steps steps): the mean return with its 95%
-  bootstrap interval and the number of cut episodes.
+  bootstrap interval and the number of cut episodes; the same at each of
+  --minatar-env-step-marks (default 5M, the published curves' budget), with
+  the checkpoint the run wrote on reaching it.
 - 2048: trains the preset for --chance-minutes with each of --chance-agents
   (stochastic_muzero, the preset's agent; muzero, the deterministic model, all
   else equal); the checkpoint `load_agent` plays then plays --chance-episodes
@@ -295,33 +297,44 @@ def minatar_run_name(game: str, seed: int, agent: str = "muzero") -> str:
 
 
 def minatar(game: str, seed: int, minutes: list[float], work: pathlib.Path, episodes: int, max_steps: int,
-            agent: str = "muzero", sampled: bool = False) -> dict:
+            agent: str = "muzero", sampled: bool = False, env_step_marks: tuple[int, ...] = ()) -> dict:
     """Trains a MinAtar preset through `moozi train`'s driver (the host path: MinAtar's own envs); at
     each mark, `episodes` episodes (sticky actions 0.1, each cut after `max_steps` steps) of the newest
     checkpoint by then, played as `load_agent` plays (MuZero: greedy on the visit counts; PPO and
     IMPALA: sampled from the policy): mean return and its bootstrap interval. `sampled` adds, for
     MuZero, as many episodes of the same checkpoint played as in training (root noise kept, the action
-    drawn: `moozi eval --sample`), the play the MinAtar paper's curves show (its training episodes)."""
+    drawn: `moozi eval --sample`), the play the MinAtar paper's curves show (its training episodes).
+    Each of `env_step_marks` (the budgets of published curves, e.g. 5M) measures the checkpoint the
+    run wrote at the end of the iteration that reached it (train.checkpoint_at_env_steps) the same way."""
     from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
     run_dir = work / minatar_run_name(game, seed, agent)
-    extra = None
+    extra = {"train.checkpoint_at_env_steps": ",".join(map(str, env_step_marks))} if env_step_marks else {}
     if agent != "muzero":
-        extra = {"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}}
+        extra.update({"agent": agent, **{f"{agent}.{k}": v for k, v in AGENT_OVERRIDES[agent].items()}})
     trained = [m for m in minutes if m != "best"]
     setup = _train(game, max(trained), seed, run_dir, checkpoint_minutes=min(trained) / 2, extra=extra)
     checkpoints = _checkpoints(run_dir)
     out = {"game": game, "seed": seed, "marks": [], **run_config(run_dir)}
     if agent != "muzero":
         out.update(agent=agent, path="host")
-    for mark in minutes:
-        elapsed, path = _mark_checkpoint(run_dir, mark, checkpoints, setup)
+    marks = [*minutes, *(("env_steps", n) for n in env_step_marks)]
+    for mark in marks:
+        if isinstance(mark, tuple):
+            reached = [(e, p) for e, p in checkpoints if _counters(p)["env_steps"] >= mark[1]]
+            if not reached:
+                out["marks"].append({"env_step_mark": mark[1], "reached": False})
+                continue
+            elapsed, path = reached[0]
+        else:
+            elapsed, path = _mark_checkpoint(run_dir, mark, checkpoints, setup)
         player = load_agent(run_dir, checkpoint=path)
         meta = json.loads((path / "meta.json").read_text())["counters"]
         result = evaluate(player, game, "random", episodes, seed * 1000, max_steps=max_steps,
                           progress=print_episode_progress)
-        out["marks"].append({**({"mark": "best", "checkpoint": path.name} if mark == "best" else {}),
+        label = {"mark": "best"} if mark == "best" else {"env_step_mark": mark[1]} if isinstance(mark, tuple) else {}
+        out["marks"].append({**label, **({"checkpoint": path.name} if label else {}),
                              "minutes": round((elapsed + setup) / 60, 2), "updates": meta.get("updates"),
                              "env_steps": meta.get("env_steps"), "mean_return": result.mean_return,
                              "bootstrap_ci": result.mean_return_bootstrap_ci, "episodes": episodes,
@@ -343,7 +356,7 @@ def _minatar_sticky(config: dict) -> float:
 
 
 CHANCE_GAMES = ("2048", "backgammon")
-BACKGAMMON_OPPONENTS = ("random", "pipcount")
+BACKGAMMON_OPPONENTS = ("random", "pipcount", "pubeval", "gnubg")  # the last two: the [backgammon] extra
 
 
 def random_mover_2048(episodes: int, seed: int) -> dict:
@@ -387,7 +400,8 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
     model, every other key the same) for `minutes`; the checkpoint `load_agent` plays (the best by the
     in-training tests), searching with the run's play-time simulations, then plays `episodes` games.
     2048: episodes on env seeds seed*1000 + i: mean score, 95% intervals, largest tiles and their shares.
-    backgammon: against each of BACKGAMMON_OPPONENTS, both seats: wins, draws, losses, Wilson intervals."""
+    backgammon: against each of BACKGAMMON_OPPONENTS, both seats: wins, draws, losses, Wilson intervals,
+    points per game."""
     from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
@@ -408,7 +422,7 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
             row["simulations"] = result.simulations
             row[opponent] = {"win_rate": result.win_rate, "win_rate_ci": result.win_rate_ci, "wins": result.wins,
                              "draws": result.draws, "losses": result.losses, "games": result.games,
-                             "per_seat": _seat_counts(result)}
+                             "points_per_game": result.points_per_game, "per_seat": _seat_counts(result)}
         return row
     result = evaluate(player, game, "random", episodes, seed * 1000, progress=print_episode_progress)
     return {**row, "simulations": result.simulations, **_return_row(result)}
@@ -490,6 +504,9 @@ def main(argv=None) -> dict:
                              "checkpoint by the in-training tests (what load_agent plays)")
     parser.add_argument("--minatar-episodes", "--breakout-episodes", dest="minatar_episodes", type=int, default=100)
     parser.add_argument("--minatar-max-steps", type=int, default=5_000, help="cap on each evaluation episode")
+    parser.add_argument("--minatar-env-step-marks", default="5000000",
+                        help="MinAtar (MuZero): also measure the checkpoint written on reaching each of these env-step "
+                        "counts, comma-separated (the published curves' 5M); blank: none")
     parser.add_argument("--minatar-sampled", action="store_true",
                         help="MuZero: also evaluate each mark's checkpoint played as in training (moozi eval --sample)")
     parser.add_argument("--chance-minutes", type=float, default=60.0, help="2048, backgammon: minutes to train each agent")
@@ -533,6 +550,7 @@ def main(argv=None) -> dict:
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     # Checked before anything trains: a bad mark should not wait for the games before it.
     c4_marks, minatar_marks = _marks(args.c4_marks), _marks(args.minatar_minutes)
+    env_step_marks = tuple(int(float(m)) for m in args.minatar_env_step_marks.split(",") if m.strip())
     if "connect_four" in games and args.c4_run_dir is None and all(m == "best" for m in c4_marks):
         parser.error("--c4-marks: name at least one minute to train for (e.g. 60,best)")
     if "connect_four" in games and args.c4_run_dir is not None and args.seeds != 1:
@@ -573,7 +591,7 @@ def main(argv=None) -> dict:
             if "muzero" in agents:
                 report.setdefault(game, []).append(
                     minatar(game, seed, minatar_marks, work, args.minatar_episodes, args.minatar_max_steps,
-                            sampled=args.minatar_sampled))
+                            sampled=args.minatar_sampled, env_step_marks=env_step_marks))
             for agent in ("ppo", "impala"):
                 if agent in agents:
                     report.setdefault(f"{game}:{agent}", []).append(model_free_minatar(

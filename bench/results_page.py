@@ -188,7 +188,9 @@ def _collect_learning(name: str, report: dict, results: Results) -> None:
             elif key in ("2048", "2048:random", "backgammon"):
                 results.chance.append((name, report, key, run))
             elif game in MINATAR and (agent or "muzero") in AGENTS:
-                results.minatar.extend((name, report, game, agent or "muzero", run, mark) for mark in run["marks"])
+                # A run stopped before an env-step mark records the mark as not reached: nothing to show.
+                results.minatar.extend((name, report, game, agent or "muzero", run, mark) for mark in run["marks"]
+                                       if mark.get("reached", True))
             else:
                 raise SystemExit(f"bench/results/{name}: no adapter in bench/results_page.py reads its {key!r} runs")
     if not games:
@@ -444,11 +446,16 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
     lines += table(["agent", "seed", "checkpoint", "minutes", "updates", "env steps", "simulations at play",
                     "vs `mcts:1000` (W-D-L)", "win rate, 95%", "wins vs `solver`",
                     "positions: keeps the result (random mover)", "matmul GFLOP/s", "file"], rows)
-    # The headline: the checkpoint `load_agent` plays (the best one, where a file measured it) at the
-    # preset's play-time simulations, one per seed.
+    # The headline: the checkpoint `load_agent` plays (the best one, where a file measured it; else the
+    # last minute mark) at the preset's play-time simulations, one per seed.
     played = [m for m in marks if m[3]["simulations"] == C4_PLAY_SIMULATIONS]
-    played = [m for m in played if m[3]["mark"] == "best" or not any(
-        o[2]["seed"] == m[2]["seed"] and o[2]["agent"] == m[2]["agent"] and o[3]["mark"] == "best" for o in played)]
+    per_run: dict = {}
+    for m in played:
+        key = (m[2]["agent"], m[2]["seed"])
+        rank = (m[3]["mark"] == "best", 0 if m[3]["mark"] == "best" else m[3]["mark"])
+        if key not in per_run or rank > per_run[key][0]:
+            per_run[key] = (rank, m)
+    played = [m for _, m in per_run.values()]
     headline = [m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]]
     if not headline:
         return lines, None
@@ -694,6 +701,13 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
              "[One MinAtar preset](experiments/2026-11-27-one-minatar-preset.md)). Freeway's episodes last",
              "2,500 steps, so a cap of 2,000 cuts every one.", "",
              f"Published: {paper['source']}", ""]
+    ppo = published.get("minatar_ppo", {})
+    if ppo:
+        lines += ["PPO references, at their own budgets (each game's section gives the figures; minutes of ours are",
+                  "not env steps of theirs: compare at equal env steps where the table has them):", ""]
+        lines += [f"- {name}: {ref['source']}; {ref['setup']}." for name, ref in ppo.items()]
+        lines += ["- ours: MinAtar's own envs (sticky actions 0.1, the minimal action set), MuZero played greedily, each",
+                  "  evaluation episode cut at the max steps given in its row.", ""]
     summary_rows = []
     for game in MINATAR:
         game_marks = [m for m in marks if m[2] == game]
@@ -702,6 +716,10 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
         figures = paper["games"][game]
         published_text = " / ".join(f"{k} {v:g}" for k, v in figures.items())
         lines += [f"### {MINATAR_NAMES[game]}", "", f"Published at 5M frames: {published_text}.", ""]
+        refs = [f"{name} {ref['games'][game]} at {millions(ref['env_steps'])} env steps" for name, ref in ppo.items()
+                if game in ref["games"]]
+        if refs:
+            lines += [f"PPO: {'; '.join(refs)} (setups above).", ""]
         rows = []
         order = sorted(game_marks, key=lambda m: (AGENTS.index(m[3]), m[4]["seed"], m[5]["minutes"]))
         for name, report, _, agent, run, mark in order:
@@ -709,7 +727,8 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
             if "sampled_mean_return" in mark:
                 sampled = f"{num(mark['sampled_mean_return'])} {interval(mark.get('sampled_bootstrap_ci'))}"
             notes = "resumed after a kill" if report.get("resumed_after_kill") else ""
-            minutes = num(mark["minutes"], 1) + (" (best)" if mark.get("mark") == "best" else "")
+            minutes = num(mark["minutes"], 1) + (" (best)" if mark.get("mark") == "best" else
+                                                 f" (at {millions(mark['env_step_mark'])} steps)" if "env_step_mark" in mark else "")
             rows.append([AGENT_NAMES[agent], str(run["seed"]), minutes, count(mark.get("updates")),
                          millions(mark["env_steps"]), f"**{num(mark['mean_return'])}**", interval(mark["bootstrap_ci"]),
                          sampled, str(mark["max_steps"]), gflops(report, run), file_link(name) + (f" ({notes})" if notes else "")])
@@ -721,7 +740,7 @@ def minatar_section(results: Results, published: dict) -> tuple[list[str], list[
                       "checkpoint `load_agent` and `moozi eval` play, the best of the run's in-training tests; the",
                       "summary row keeps to the last minute mark, the newest checkpoint then:", ""]
             lines += table(["agent", "mark", "seeds", "mean", "range of the seeds"],
-                           [[AGENT_NAMES[agent], minute if minute == "best" else f"{minute} min", str(len(values)),
+                           [[AGENT_NAMES[agent], minute if isinstance(minute, str) else f"{minute} min", str(len(values)),
                              f"**{num(statistics.mean(values))}**", interval((min(values), max(values)))]
                             for (agent, minute), values in seeded.items()])
         lines.append("")
@@ -737,16 +756,18 @@ def _over_seeds(game_marks: list) -> dict:
     """{(agent, mark minute or "best"): [each seed's mean return]} where two or more seeds reached the mark."""
     by_mark: dict = {}
     for _, _, _, agent, run, mark in game_marks:
-        key = "best" if mark.get("mark") == "best" else mark_minute(mark["minutes"])
+        key = ("best" if mark.get("mark") == "best" else f"{millions(mark['env_step_mark'])} steps"
+               if "env_step_mark" in mark else mark_minute(mark["minutes"]))
         by_mark.setdefault((agent, key), {})[run["seed"]] = mark["mean_return"]
-    ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), item[0][1] == "best",
-                                                        0 if item[0][1] == "best" else item[0][1]))
+    ordered = sorted(by_mark.items(), key=lambda item: (AGENTS.index(item[0][0]), isinstance(item[0][1], str),
+                                                        str(item[0][1]) if isinstance(item[0][1], str) else item[0][1]))
     return {key: list(seeds.values()) for key, seeds in ordered if len(seeds) >= 2}
 
 
 def _minute_marks(game_marks: list) -> list:
-    """The marks taken at a minute, without the runs' best checkpoints (which stopped at any minute)."""
-    return [m for m in game_marks if m[5].get("mark") != "best"]
+    """The marks taken at a minute, without the runs' best checkpoints (which stopped at any minute) and
+    the env-step marks."""
+    return [m for m in game_marks if m[5].get("mark") != "best" and "env_step_mark" not in m[5]]
 
 
 def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None:

@@ -270,6 +270,24 @@ def test_a_minatar_best_mark_shows_as_best_with_its_own_seed_mean_and_stays_out_
     assert "mean return 13.0" in row and "| 60 |" in row
 
 
+def test_a_minatar_env_step_mark_shows_at_its_budget_apart_from_the_minutes_and_an_unreached_one_not_at_all():
+    files = [(name, data) for name, data in results_page.read_files() if "breakout" not in data]
+    mark = {"updates": 40_000, "env_steps": 10_000_000, "mean_return": 7.0, "bootstrap_ci": [6.0, 8.0],
+            "episodes": 100, "max_steps": 2_000}
+    runs = [{"game": "breakout", "seed": seed,
+             "marks": [{**mark, "minutes": 60.1, "mean_return": value},
+                       {**mark, "env_step_mark": 5_000_000, "env_steps": 5_000_448, "minutes": 24.2, "mean_return": 3.0},
+                       {"env_step_mark": 30_000_000, "reached": False}]}
+            for seed, value in ((0, 12.0), (1, 14.0))]
+    page, table = results_page.build([*files, ("x-breakout.json", {"benchmark": "learning", "matmul_gflops": 400.0,
+                                                                  "breakout": runs})], _published())
+    assert "| MuZero | 0 | 24.2 (at 5.0M steps) |" in page and "30.0M" not in page
+    assert "| MuZero | 5.0M steps | 2 | **3.00** |" in page
+    assert "| MuZero | 60 min | 2 | **13.00** |" in page
+    row = next(line for line in table if line.startswith("| MinAtar Breakout |"))
+    assert "mean return 13.0" in row and "| 60 |" in row  # the summary keeps to the minute marks
+
+
 def _summary_row(table: list[str], game: str) -> str:
     return next(line for line in table if line.startswith(f"| {game} |"))
 

@@ -53,6 +53,10 @@ class TrainConfig:
     # agent's test could otherwise run for hours, blocking the run and its stop signals.
     test_max_steps: int = 5_000
     checkpoint_every_minutes: float = 5.0  # M: also on SIGINT/SIGTERM and at the end
+    # Also a checkpoint at the end of the iteration that reaches each of these env-step counts (the
+    # whole run's, as --max-env-steps counts them): runs compared at equal experience, e.g. MinAtar at
+    # the 5M steps of the published curves. train.keep_checkpoints still prunes them like any other.
+    checkpoint_at_env_steps: tuple[int, ...] = ()
     # After SIGINT/SIGTERM or --max-minutes, how long the iteration in flight may take to end (then a
     # checkpoint is written) before the run gives it up and keeps the last checkpoint (a second signal:
     # at once). A slow or lost role can thus never keep a run from stopping.
@@ -247,6 +251,9 @@ def validate(config: Config) -> None:
         raise ConfigError("bad value for train.stop_grace_seconds: expected 0 or a positive number of seconds")
     if config.train.checkpoint_every_minutes <= 0:
         raise ConfigError("bad value for train.checkpoint_every_minutes: expected a positive number")
+    if any(n <= 0 for n in config.train.checkpoint_at_env_steps):
+        raise ConfigError("bad value for train.checkpoint_at_env_steps: expected positive env-step counts, "
+                          f"got {list(config.train.checkpoint_at_env_steps)}")
     # The replay gathers what the learner bootstraps from: both sides must name the same source,
     # else the learner stops at its first update (no observations to evaluate) or the replay gathers
     # observations nobody reads.

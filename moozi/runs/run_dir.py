@@ -26,9 +26,10 @@ def prepare_run_dir(run_dir: pathlib.Path, resume: bool) -> None:
 
 
 def resumed_config(run_dir: pathlib.Path, requested: Config) -> Config:
-    """The saved config of the run to resume, with the requested stopping rules and backend:
-    those may change on resume; everything that shapes learning may not."""
+    """The saved config of the run to resume, with the requested stopping rules, env-step checkpoints and
+    backend: those may change on resume; everything that shapes learning may not."""
     saved = load_saved_config(run_dir / "config.json")
     return dataclasses.replace(saved, train=dataclasses.replace(
-        saved.train, max_minutes=requested.train.max_minutes, max_env_steps=requested.train.max_env_steps
+        saved.train, max_minutes=requested.train.max_minutes, max_env_steps=requested.train.max_env_steps,
+        checkpoint_at_env_steps=requested.train.checkpoint_at_env_steps,
     ), backend=requested.backend)

@@ -179,6 +179,7 @@ class Driver:
         next_test = (counters.updates // train.test_every_updates + 1) * train.test_every_updates if train.test_every_updates else None
         last_metrics: dict[str, float] = {}
         while (reason := self._should_stop(started)) is None:
+            steps_before = counters.env_steps
             ready = self.loop.iteration(counters, window, run_progress(train, counters, started, elapsed_before))
             counters.iteration += 1
             # A test launched an iteration ago has played beside this iteration: its result, then
@@ -194,7 +195,8 @@ class Driver:
             if window.updates >= train.log_every_updates or (not ready and window.iterations >= 10):
                 self._log(window, started, last_metrics)
                 window = MetricsWindow()
-            if time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
+            at_mark = any(steps_before < n <= counters.env_steps for n in train.checkpoint_at_env_steps)
+            if at_mark or time.monotonic() - last_checkpoint >= 60 * train.checkpoint_every_minutes:
                 self._collect_test(last_metrics)  # a checkpoint holds every test launched before it
                 counters.elapsed_seconds = elapsed_before + time.monotonic() - started
                 self.checkpoint(window)

@@ -55,6 +55,9 @@ def test_bad_value_names_key_and_allowed_values():
         build_config("tic_tac_toe", overrides={"backend.kind": "spark"})
     with pytest.raises(ConfigError, match=r"env\.num_envs.*positive"):
         build_config("tic_tac_toe", overrides={"env.num_envs": "0"})
+    with pytest.raises(ConfigError, match=r"train\.checkpoint_at_env_steps: expected positive env-step counts, got \[5, 0\]"):
+        build_config("tic_tac_toe", overrides={"train.checkpoint_at_env_steps": "5,0"})
+    assert build_config("tic_tac_toe", overrides={"train.checkpoint_at_env_steps": "5000000"}).train.checkpoint_at_env_steps == (5_000_000,)
 
 
 def test_bootstrap_source_must_match_between_replay_and_learner():
