@@ -6,11 +6,12 @@ import json
 import os
 
 import pytest
-from tests.helpers.tiny_go import tiny_go9_run
+from tests.helpers.tiny_go import TINY_GO9_GROUP, tiny_go9_run
 
 from moozi.evaluation.gnugo import GNUGO
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(GNUGO), reason="GNU Go is not installed (apt-get install gnugo)")
 def test_go_strength_writes_a_traceable_result(tmp_path_factory, tmp_path):

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pyspiel
 import pytest
-from tests.helpers.tiny_go import tiny_go9_run
+from tests.helpers.tiny_go import TINY_GO9_GROUP, tiny_go9_run
 
 from moozi.errors import MooziError
 from moozi.evaluation.gnugo import GNUGO, evaluate_against_gnugo, game_from_result, gnugo_level
@@ -66,6 +66,7 @@ def test_a_game_from_the_agents_side():
     assert g.agent_area_tromp_taylor == 2 and g.agent_area_gnugo == 25
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @needs_gnugo
 @pytest.mark.slow
 def test_a_tiny_go9_agent_against_gnugo(tmp_path_factory):

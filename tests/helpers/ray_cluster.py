@@ -106,7 +106,7 @@ class LocalCluster:
                 raise RuntimeError(f"`ray start` of a worker node exited with {node.returncode} before the cluster reached {count} live nodes")
             if self.alive_nodes() == count:
                 return
-            time.sleep(1)
+            time.sleep(2.5)  # each `ray status` is a Python process importing Ray: ~1 CPU-second
         raise RuntimeError(f"the cluster did not reach {count} live nodes in {timeout:g} s")
 
     def kill_node(self, proc: subprocess.Popen) -> None:

@@ -24,6 +24,10 @@ TINY_GO9_ALPHAZERO = {
     "network.dynamics_blocks": "1",
 }
 
+# The tests that play a tiny go9 run share one xdist worker (pyproject.toml: --dist loadgroup), so each
+# run is trained, and its searches compiled, once in the suite rather than once per worker.
+TINY_GO9_GROUP = "tiny_go9"
+
 _BUILT = {}
 
 

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from tests.helpers.tiny_go import tiny_go9_run
+from tests.helpers.tiny_go import TINY_GO9_GROUP, tiny_go9_run
 
 from moozi.errors import MooziError
 from moozi.play.go_rules import (
@@ -326,10 +326,11 @@ def test_cli_gtp_reports_a_missing_run_in_one_line():
     assert result.stdout == ""
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["muzero", "alphazero"])
-def test_moozi_gtp_plays_legal_moves_for_a_trained_go9_run(tmp_path_factory, agent):
-    run_dir = tiny_go9_run(tmp_path_factory, agent)
+def test_moozi_gtp_plays_legal_moves_for_a_trained_go9_run(tmp_path_factory):
+    # MuZero's run; AlphaZero's plays through `moozi gtp` in the test below (one engine process each).
+    run_dir = tiny_go9_run(tmp_path_factory, "muzero")
     script = (
         "protocol_version\n1 boardsize 13\n2 boardsize 9\nclear_board\n"
         "3 genmove b\n4 genmove w\n5 genmove b\n6 genmove w\n7 final_score\n8 quit\nname\n"
@@ -351,6 +352,7 @@ def test_moozi_gtp_plays_legal_moves_for_a_trained_go9_run(tmp_path_factory, age
     assert responses[8] == f"=7 {format_score(area_score(board_array(state, 9), 7.5))}"
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
 def test_agent_player_joins_a_game_in_progress(tmp_path_factory):
     from moozi.play import load_agent
@@ -367,20 +369,25 @@ def test_agent_player_joins_a_game_in_progress(tmp_path_factory):
     assert eng.state.history() == [e5, c3, g7, pass_, *moves]
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
 def test_moozi_gtp_moves_equal_the_openspiel_bots(tmp_path_factory):
     """The same agent through `moozi gtp` (a subprocess, GTP vertices, `komi`) and through
-    `load_agent(...).as_openspiel_bot` on the OpenSpiel game the engine plays: the same moves."""
+    `load_agent(...).as_openspiel_bot` on the OpenSpiel game the engine plays: the same moves; and the
+    engine's answers to a GTP controller's usual commands around them, scored with the komi it was given."""
     from moozi.play import load_agent
 
     run_dir = tiny_go9_run(tmp_path_factory, "alphazero")
-    script = "komi 6.5\nplay b C3\nplay w G7\n1 genmove b\n2 genmove w\n3 genmove b\nquit\n"
+    script = ("protocol_version\n1 boardsize 13\n2 boardsize 9\nclear_board\nkomi 6.5\nplay b C3\nplay w G7\n"
+              "3 genmove b\n4 genmove w\n5 genmove b\n6 final_score\n7 quit\n")
     result = subprocess.run([sys.executable, "-m", "moozi.cli", "gtp", str(run_dir)], input=script.encode(),
                             capture_output=True, timeout=540)
     assert result.returncode == 0, result.stderr.decode()[-2000:]
-    responses = result.stdout.decode().split("\n\n")[:6]
-    assert responses[:3] == ["= ", "= ", "= "]
-    gtp_moves = [point_to_action(parse_vertex(r.split(" ")[1]), 9) for r in responses[3:]]
+    *responses, tail = result.stdout.decode().split("\n\n")
+    assert tail == "" and len(responses) == 12, responses
+    assert responses[:7] == ["= 2", "?1 unacceptable size", "=2 ", "= ", "= ", "= ", "= "]
+    assert [r.split(" ")[0] for r in responses[7:10]] == ["=3", "=4", "=5"] and responses[11] == "=7 "
+    gtp_moves = [point_to_action(parse_vertex(r.split(" ")[1]), 9) for r in responses[7:10]]
 
     agent = load_agent(run_dir)
     bots = [agent.as_openspiel_bot(player) for player in (0, 1)]
@@ -393,8 +400,11 @@ def test_moozi_gtp_moves_equal_the_openspiel_bots(tmp_path_factory):
         bot_moves.append(bots[state.current_player()].step(state))
         state.apply_action(bot_moves[-1])
     assert gtp_moves == bot_moves
+    # The moves are legal in turn (the bots' game applied them), and the score is that game's area score.
+    assert responses[10] == f"=6 {format_score(area_score(board_array(state, 9), 6.5))}"
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
 def test_a_game_past_pgx_s_default_length_still_gets_a_move(tmp_path_factory):
     from moozi.play import load_agent

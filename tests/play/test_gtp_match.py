@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers.tiny_go import tiny_go9_run
+from tests.helpers.tiny_go import TINY_GO9_GROUP, tiny_go9_run
 
 from bench.gtp_match import run_match
 from moozi.play.go_rules import parse_score
@@ -138,6 +138,7 @@ def test_gnugo_against_gnugo():
     assert len(lines) == 2
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @needs_gnugo
 @pytest.mark.slow
 def test_moozi_gtp_against_gnugo(tmp_path_factory):

@@ -30,8 +30,8 @@ def test_a_tiny_2048_run_searches_with_chance_nodes(tmp_path):
     assert result.games == 2 and all(r >= 0 for r in result.returns)
 
 
-@pytest.mark.slow  # ~80 CPU-seconds: 1,200 steps of search, 20 updates, 5 tests and two whole games of eval
-def test_a_tiny_backgammon_run_searches_with_chance_nodes(tmp_path):
+@pytest.mark.slow  # ~60 CPU-seconds: 1,200 steps of search, 20 updates, 5 tests and two games of eval
+def test_a_tiny_backgammon_run_searches_with_chance_nodes(tmp_path, monkeypatch):
     # `moozi train backgammon --set agent=alphazero --set planner.chance_search=exact`, tiny: the rolls
     # are chance nodes (21 outcomes where the turn passes, one within a turn).
     # Only finished games reach the replay, and random-ish backgammon games last 120-650 moves: 600 per env.
@@ -46,9 +46,12 @@ def test_a_tiny_backgammon_run_searches_with_chance_nodes(tmp_path):
     assert (saved.agent, saved.game, saved.planner.chance_search) == ("alphazero", "pgx:backgammon", "exact")
     # `moozi eval RUN` plays it: a two-player JAX game without an OpenSpiel twin is played in moozi's own
     # batch (moozi/evaluation/vector_matches.py), the search handed the batch's pgx states.
-    from moozi.evaluation import evaluate
+    # Games cut after 60 moves (a cut game counts as a draw): the search over the batch's states is
+    # what is tested, and a near-random agent's whole games last hundreds of moves.
+    from moozi.evaluation import evaluate, matches
     from moozi.play import load_agent
 
+    monkeypatch.setattr(matches, "_BATCH_MAX_STEPS", 60)
     agent = load_agent(tmp_path / "run")
     assert agent.needs_env_state
     result = evaluate(agent, agent.config.game, "random", 2, seed=0)

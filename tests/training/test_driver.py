@@ -9,6 +9,7 @@ import threading
 import jax
 import numpy as np
 import pytest
+from tests.helpers.cli import run_cli
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, deterministic_rows, run_driver, tiny_config
 
 from moozi.play import load_agent
@@ -24,6 +25,23 @@ from moozi.training.driver import Driver
 
 def _config(max_env_steps, **extra):
     return tiny_config(**{"train.max_env_steps": max_env_steps}, **extra)
+
+
+def _checkpointed_env_steps(run_dir):
+    return sorted(json.loads((p / "meta.json").read_text())["counters"]["env_steps"]
+                  for p in (run_dir / "checkpoints").glob("ckpt-*"))
+
+
+@pytest.mark.slow
+def test_checkpoints_at_env_step_marks_once_each_and_not_again_on_resume(tmp_path):
+    # Each mark: a checkpoint at the end of the iteration that reaches it (24 env steps an
+    # iteration), besides the final one; a resumed run does not repeat a mark it passed.
+    extra = {"train.checkpoint_every_minutes": 1000, "train.keep_checkpoints": 10}
+    run_driver(_config(5 * STEPS_PER_ITERATION, **extra, **{"train.checkpoint_at_env_steps": "50,100"}), tmp_path / "run")
+    assert _checkpointed_env_steps(tmp_path / "run") == [72, 120]
+    run_driver(_config(7 * STEPS_PER_ITERATION, **extra, **{"train.checkpoint_at_env_steps": "50,100,130"}),
+               tmp_path / "run", resume=True)
+    assert _checkpointed_env_steps(tmp_path / "run") == [72, 120, 144, 168]
 
 
 @pytest.mark.slow
@@ -235,24 +253,31 @@ def _moozi(*args, timeout=120, cwd=None):
         (["train"], "the following arguments are required"),
     ],
 )
-@pytest.mark.slow
-def test_cli_errors_are_one_line_with_exit_code_2(args, message, tmp_path):
-    result = _moozi(*args, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+def test_cli_errors_are_one_line_with_exit_code_2(args, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, stderr = run_cli(args)
+    assert code == 2, stderr
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
     assert list(tmp_path.iterdir()) == [], "a failed command left files behind"
 
 
 @pytest.mark.slow
+def test_the_moozi_command_exits_2_with_one_line_on_a_bad_game(tmp_path):
+    # The installed entry point as a shell runs it (the cases above call it in this process).
+    result = _moozi("train", "tic_tac_tow", cwd=tmp_path)
+    assert result.returncode == 2 and "did you mean" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == [], result.stderr
+
+
 def test_cli_games_lists_presets():
-    result = _moozi("games")
-    assert result.returncode == 0
+    code, out, _ = run_cli(["games"])
+    assert code == 0
     for preset in ("tic_tac_toe", "connect_four", "go9", "breakout", "cartpole"):
-        assert preset in result.stdout
-    assert "every atari:<game> without a preset of its own gets the atari preset" in result.stdout
-    assert "every minatar:<game> without a preset of its own gets the minatar preset" in result.stdout
+        assert preset in out
+    assert "every atari:<game> without a preset of its own gets the atari preset" in out
+    assert "every minatar:<game> without a preset of its own gets the minatar preset" in out
 
 
 @pytest.mark.slow
@@ -266,22 +291,21 @@ def test_cli_train_eval_report_play(tmp_path):
     assert f"moozi eval {run_dir}" in words and f"moozi play {run_dir}" in words, words
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 240 and summary["stop_reason"] == "max_env_steps"
-    result = _moozi("train", "tic_tac_toe", "--run-dir", str(run_dir), "--max-env-steps", "480", "--quiet", "--resume", "--json", timeout=600)
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    # The other commands in this process (one real process above guards the entry point): what
+    # they compile, other tiny tic-tac-toe tests on this worker may already have compiled.
+    code, out, err = run_cli(["train", "tic_tac_toe", "--run-dir", run_dir, "--max-env-steps", "480", "--quiet", "--resume", "--json"])
+    assert code == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
     assert summary["env_steps"] == 480 and summary["run_dir"] == str(run_dir)
-    result = _moozi("eval", str(run_dir), "--opponent", "random", "--games", "4", "--json", str(tmp_path / "e.json"), timeout=300)
-    assert result.returncode == 0, result.stderr
+    code, _, err = run_cli(["eval", run_dir, "--opponent", "random", "--games", "4", "--json", tmp_path / "e.json"])
+    assert code == 0, err
     assert json.loads((tmp_path / "e.json").read_text())["games"] == 4
-    result = _moozi("report", str(run_dir))
-    assert result.returncode == 0, result.stderr
+    code, _, err = run_cli(["report", run_dir])
+    assert code == 0, err
     assert (run_dir / "report" / "summary.md").exists()
-    play = subprocess.run(
-        [sys.executable, "-m", "moozi.cli", "play", str(run_dir), "--seat", "0"],
-        input="hello\n99\n0\n1\n2\n3\n4\n5\n6\n7\n8\n", capture_output=True, text=True, timeout=300,
-    )
-    assert play.returncode == 0, play.stderr
-    assert "Game over" in play.stdout
+    code, out, err = run_cli(["play", run_dir, "--seat", "0"], stdin_text="hello\n99\n0\n1\n2\n3\n4\n5\n6\n7\n8\n")
+    assert code == 0, err
+    assert "Game over" in out
 
 
 @pytest.mark.slow
@@ -445,16 +469,14 @@ def test_a_replay_buffer_too_big_for_the_machine_is_refused_before_the_run_direc
 def test_cli_eval_of_a_one_player_game_caps_episodes_and_says_so(tmp_path):
     run_dir = tmp_path / "run"
     sets = [a for k, v in TINY.items() for a in ("--set", f"{k}={v}")]
-    result = _moozi("train", "openspiel:catch", "--run-dir", str(run_dir), "--max-env-steps", "120", "--quiet", *sets,
-                    timeout=600)
-    assert result.returncode == 0, result.stderr
-    result = _moozi("eval", str(run_dir), "--episodes", "3", "--max-steps", "2", "--json", str(tmp_path / "e.json"),
-                    timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "3 episodes of openspiel:catch, each cut after 2 steps" in result.stdout
-    assert "3 of 3 episodes cut" in result.stdout and "bootstrap interval" in result.stdout
-    assert "episode 3/3" in result.stderr  # the progress line
+    code, _, err = run_cli(["train", "openspiel:catch", "--run-dir", run_dir, "--max-env-steps", "120", "--quiet", *sets])
+    assert code == 0, err
+    code, out, err = run_cli(["eval", run_dir, "--episodes", "3", "--max-steps", "2", "--json", tmp_path / "e.json"])
+    assert code == 0, err
+    assert "3 episodes of openspiel:catch, each cut after 2 steps" in out
+    assert "3 of 3 episodes cut" in out and "bootstrap interval" in out
+    assert "episode 3/3" in err  # the progress line
     saved = json.loads((tmp_path / "e.json").read_text())
     assert saved["games"] == 3 and saved["max_steps"] == 2 and saved["cut_episodes"] == 3
-    refused = _moozi("eval", str(run_dir), "--episodes", "3", "--games", "4")
-    assert refused.returncode != 0 and "disagree" in refused.stderr
+    code, _, err = run_cli(["eval", run_dir, "--episodes", "3", "--games", "4"])
+    assert code != 0 and "disagree" in err

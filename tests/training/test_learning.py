@@ -20,6 +20,7 @@ from moozi.play import load_agent
 from moozi.config import build_config
 from moozi.evaluation import evaluate
 from moozi.training.driver import Driver
+from tests.helpers.tiny_go import TINY_GO9_GROUP
 
 # Both stop at an env-step count, not a time: the inline schedule then gives the same updates, and
 # the same result, on a fast machine or a slow one, alone or beside other tests (pytest -n). Tic-tac-toe
@@ -208,6 +209,7 @@ def test_the_connect_four_benchmark_measures_a_run_at_each_simulation_count(tmp_
     assert printed["connect_four"] == json.loads(json.dumps(report["connect_four"]))
 
 
+@pytest.mark.xdist_group(TINY_GO9_GROUP)
 @pytest.mark.slow
 def test_the_go_benchmark_reports_margins_and_who_passed_first(tmp_path_factory, capsys):
     # The tiny AlphaZero-mode go9 run against a random mover and a scripted engine that always

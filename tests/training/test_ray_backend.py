@@ -266,8 +266,9 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
                 time.sleep(0.05)
             return True
 
-        # SIGKILL, as the kernel's OOM killer or a user would: no chance to clean up.
-        if wait_for(2):
+        # SIGKILL, as the kernel's OOM killer or a user would: no chance to clean up. The worker's
+        # replacement is tested once (its new actor imports and compiles everything again).
+        if role == "replay_buffer" and wait_for(2):
             events["worker"] = driver.loop.workers[0]
             os.kill(_role_pid("TrainingRolloutWorker"), signal.SIGKILL)
         if wait_for(5):
@@ -283,7 +284,8 @@ def test_dead_worker_is_replaced_dead_role_stops_the_run_and_resume_continues(tm
         assert info.value.role == role
         assert len(str(info.value).splitlines()) == 1 and "--resume" in str(info.value)
         # The worker was replaced (same index, new actor) and training went on.
-        assert "worker" in events and driver.loop.workers[0] is not events["worker"]
+        if role == "replay_buffer":
+            assert "worker" in events and driver.loop.workers[0] is not events["worker"]
         assert driver.loop.workers[0].name == "training_rollout_worker_0"
         assert driver.counters.iteration >= 5
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import os
 import pathlib
@@ -30,10 +29,10 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.reliability_child import digest_arrays, digest_tree
+from tests.helpers.cli import run_cli as _cli
 from tests.helpers.tiny import STEPS_PER_ITERATION, TINY, run_driver, tiny_config
 
 from moozi.runs import checkpoint as ckpt_mod
-from moozi import cli
 from moozi.runs.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from moozi.config import build_config, load_saved_config, save_config
 from moozi.core.replay import ReplayBuffer, ReplayConfig
@@ -53,24 +52,6 @@ GAME_META = {"game": "openspiel:tic_tac_toe"}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _cli(argv, stdin_text=None):
-    """`moozi ARGV` in this process: (exit code, stdout, stderr). Exceptions other than
-    SystemExit propagate, so a traceback the user would see fails the calling test."""
-    out, err = io.StringIO(), io.StringIO()
-    stdin = io.StringIO(stdin_text) if stdin_text is not None else sys.stdin
-    saved_stdin = sys.stdin
-    sys.stdin = stdin
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main([str(a) for a in argv])
-            except SystemExit as e:
-                code = e.code
-    finally:
-        sys.stdin = saved_stdin
-    return code, out.getvalue(), err.getvalue()
 
 
 def _assert_one_line_error(code, err, *needles):
@@ -149,8 +130,8 @@ COUNTERS = ("iteration", "updates", "env_steps", "episodes", "tests")
 class _Child:
     """A reliability_child process; its JSON event lines arrive on a queue."""
 
-    def __init__(self, moment, n, args, log_path):
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu")
+    def __init__(self, moment, n, args, log_path, jax_cache=""):
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), JAX_PLATFORMS="cpu", MOOZI_JAX_CACHE=str(jax_cache))
         self.stderr = open(log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), moment, str(n), *args],
@@ -217,8 +198,13 @@ def test_kill_9_at_seven_moments_then_resume(tmp_path, template):
     base = ["train", "tic_tac_toe", "--run-dir", str(run_dir), "--quiet", *TINY_SETS,
             "--set", f"train.checkpoint_every_minutes={CHECKPOINT_MINUTES}", "--max-env-steps", "100000"]
     previous = None  # the latest checkpoint's state after the last kill
+    # The children share a compilation cache of their own, as `moozi train` keeps one for a user (the
+    # suite keeps none, tests/conftest.py): each later child loads what the first ones compiled instead
+    # of compiling it again. A kill during a cache write leaves an entry JAX fails to read and then
+    # compiles again.
+    jax_cache = tmp_path / "jax-cache"
     for index, (moment, n) in enumerate(KILLS):
-        child = _Child(moment, n, base + (["--resume"] if index else []), tmp_path / f"child{index}.log")
+        child = _Child(moment, n, base + (["--resume"] if index else []), tmp_path / f"child{index}.log", jax_cache)
         try:
             pause = child.wait_for("pause", timeout=600)
             assert pause is not None, (moment, (tmp_path / f"child{index}.log").read_text()[-3000:])
@@ -270,7 +256,7 @@ def test_kill_9_at_seven_moments_then_resume(tmp_path, template):
     target = previous["counters"]["env_steps"] + 3 * STEPS_PER_ITERATION
     # --json: the summary as one JSON line on stdout (without it, moozi train ends in words).
     args = [a if a != "100000" else str(target) for a in base] + ["--resume", "--json"]
-    child = _Child("none", 0, args, tmp_path / "final.log")
+    child = _Child("none", 0, args, tmp_path / "final.log", jax_cache)
     summary = child.wait_for("summary", timeout=600)
     assert child.finish(timeout=120) == 0, (tmp_path / "final.log").read_text()[-3000:]
     restored = [e for e in child.events if e.get("event") == "restored"]
