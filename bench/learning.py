@@ -526,6 +526,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--impala-set", dest="impala_overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="an IMPALAConfig field for IMPALA runs (repeatable)")
     parser.add_argument("--note", default=None, help="a sentence stored in the JSON (how the run was made, ...)")
+    parser.add_argument("--fresh-seed", action="store_true",
+                        help="the seeds chose no preset setting (no ablation or tuning run used them): the results "
+                        "page leads with such runs wherever a game has them (bench/results_page.py)")
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary directory)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for every game trained (repeatable), e.g. to try a preset change")
@@ -564,6 +567,7 @@ def main(argv=None) -> dict:
     report["matmul_gflops"] = report["machine"]["matmul_gflops_at_start"]
     if args.note:
         report["note"] = args.note
+    report["fresh_seed"] = bool(args.fresh_seed)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         if "tic_tac_toe" in games:
             report.setdefault("tic_tac_toe", []).append(tic_tac_toe(seed, ttt_minutes, work))

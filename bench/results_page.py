@@ -456,12 +456,13 @@ def connect_four_section(results: Results) -> tuple[list[str], Row | None]:
         if key not in per_run or rank > per_run[key][0]:
             per_run[key] = (rank, m)
     played = [m for _, m in per_run.values()]
-    headline = [m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]]
+    headline = fresh_first([m for m in played if m[2]["agent"] == PRESET_AGENT["connect_four"]], lambda m: m[1])
     if not headline:
         return lines, None
     def per_seed(marks_: list) -> str:
         seeds = sorted(marks_, key=lambda m: m[2]["seed"])
-        return (f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(m[2]['seed']) for m in seeds)}: "
+        fresh = "fresh " if all(m[1].get("fresh_seed") for m in seeds) else ""
+        return (f"{fresh}seed{'s' if len(seeds) > 1 else ''} {', '.join(str(m[2]['seed']) for m in seeds)}: "
                 + "; ".join(f"{wdl(m[3]['mcts:1000'])}, {m[3]['positions']['keeps_result']['all']:.3f}" for m in seeds))
 
     games = headline[0][3]["mcts:1000"]["games"]
@@ -764,6 +765,13 @@ def _over_seeds(game_marks: list) -> dict:
     return {key: list(seeds.values()) for key, seeds in ordered if len(seeds) >= 2}
 
 
+def fresh_first(entries: list, report_of) -> list:
+    """The entries from fresh seeds (`bench/learning.py --fresh-seed`: seeds that chose no preset setting)
+    where there are any, else all: a headline is not measured on the runs that chose its preset."""
+    fresh = [e for e in entries if report_of(e).get("fresh_seed")]
+    return fresh or entries
+
+
 def _minute_marks(game_marks: list) -> list:
     """The marks taken at a minute, without the runs' best checkpoints (which stopped at any minute) and
     the env-step marks."""
@@ -771,7 +779,7 @@ def _minute_marks(game_marks: list) -> list:
 
 
 def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None:
-    preset = [m for m in _minute_marks(game_marks) if m[3] == PRESET_AGENT[game]]
+    preset = fresh_first([m for m in _minute_marks(game_marks) if m[3] == PRESET_AGENT[game]], lambda m: m[1])
     if not preset:
         return None
     last = max(mark_minute(m[5]["minutes"]) for m in preset)
@@ -784,6 +792,8 @@ def _minatar_row(game: str, game_marks: list, published_text: str) -> Row | None
     else:
         result = f"mean return {num(statistics.mean(values), 1)}"
         spread = seed_range(values)
+    if all(m[1].get("fresh_seed") for m in at_last):
+        result += f" (fresh seed{'s' if len(at_last) > 1 else ''})"
     result = with_notes(result, preset_notes(game, PRESET_AGENT[game], [(m[0], m[1], m[4], None) for m in at_last]))
     return Row(f"MinAtar {MINATAR_NAMES[game]}", MINATAR_NAMES[game].lower().replace(" ", "-"),
                AGENT_NAMES[PRESET_AGENT[game]], result, str(len(at_last)), spread, str(last),

@@ -212,6 +212,29 @@ def test_the_connect_four_row_gives_every_seed_of_each_agent():
     assert f"| 2 | win rate {low:.0%}-{high:.0%} (95% Wilson, 80 games pooled over 2 seeds) |" in row
 
 
+def test_fresh_seeds_lead_the_connect_four_and_minatar_rows_where_there_are_any():
+    files = [(name, data) for name, data in results_page.read_files()
+             if "connect_four" not in name and "breakout" not in data]
+    tuning = [_connect_four_report("muzero", 0, 20, 0.8), _connect_four_report("muzero", 1, 36, 0.9)]
+    fresh_name, fresh = _connect_four_report("muzero", 10, 38, 0.95)
+    fresh = {**fresh, "fresh_seed": True}
+    mark = {"updates": 40_000, "env_steps": 10_000_000, "bootstrap_ci": [6.0, 8.0], "episodes": 100, "max_steps": 2_000}
+    breakout = {"benchmark": "learning", "matmul_gflops": 400.0, "breakout": [
+        {"game": "breakout", "seed": seed, "marks": [{**mark, "minutes": 60.1, "mean_return": value}]}
+        for seed, value in ((0, 90.0), (1, 80.0))]}
+    fresh_breakout = {"benchmark": "learning", "matmul_gflops": 400.0, "fresh_seed": True, "breakout": [
+        {"game": "breakout", "seed": 10, "marks": [{**mark, "minutes": 60.1, "mean_return": 50.0}]}]}
+    _, table = results_page.build([*files, *tuning, ("x-breakout.json", breakout)], _published())
+    assert "seeds 0, 1: 20-0-20" in _summary_row(table, "Connect Four")  # no fresh seed: every seed
+    assert "mean return 85.0" in _summary_row(table, "MinAtar Breakout")
+    page, table = results_page.build([*files, *tuning, (fresh_name, fresh), ("x-breakout.json", breakout),
+                                      ("y-breakout.json", fresh_breakout)], _published())
+    row = _summary_row(table, "Connect Four")
+    assert "fresh seed 10: 38-0-2, 0.950" in row and "seeds 0, 1" not in row and "| 1 |" in row
+    assert "mean return 50.0 (fresh seed)" in _summary_row(table, "MinAtar Breakout")
+    assert "| MuZero | 0 | best |" in page  # the tuning runs stay on the page
+
+
 def test_a_range_of_seeds_is_named_a_range_and_pooled_returns_give_a_bootstrap():
     assert results_page.seed_range([65.4, 121.2, 88.0]) == "range of 3 seeds 65.4-121.2"
     runs = [{"mean_return": 2.0, "returns": [1.0, 3.0]}, {"mean_return": 5.0, "returns": [4.0, 6.0]}]
