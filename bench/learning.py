@@ -26,14 +26,15 @@
   --minatar-env-step-marks (default 5M, the published curves' budget), with
   the checkpoint the run wrote on reaching it.
 - 2048: trains the preset for --chance-minutes with each of --chance-agents
-  (stochastic_muzero, the preset's agent; muzero, the deterministic model, all
-  else equal); the checkpoint `load_agent` plays then plays --chance-episodes
-  episodes: mean score with 95% intervals and the share of games reaching each
-  tile (256 ... 4096). --chance-random adds a uniform random mover on the same
-  env seeds.
+  (stochastic_muzero, the preset's agent; muzero, the deterministic model;
+  alphazero, the rules as the model; all else equal); the checkpoint
+  `load_agent` plays then plays --chance-episodes episodes: mean score with
+  95% intervals and the share of games reaching each tile (256 ... 4096).
+  --chance-random adds a uniform random mover on the same env seeds.
 - backgammon: the same training; the checkpoint then plays --chance-episodes
-  games against `random` and against `pipcount` (a greedy pip-count bot), both
-  seats: wins, draws, losses and Wilson intervals, per seat.
+  games against each of `random`, `pipcount` (a greedy pip-count bot),
+  `pubeval` and `gnubg` (the [backgammon] extra), both seats: wins, draws,
+  losses, Wilson intervals and points per game, per seat.
 
 "Training time" runs from the moment `moozi train` would start (building the
 roles, compiling included) to the checkpoint. The machine's speed varies
@@ -356,6 +357,9 @@ def _minatar_sticky(config: dict) -> float:
 
 
 CHANCE_GAMES = ("2048", "backgammon")
+# alphazero: the rules as the model (with --set planner.chance_search=exact, chance nodes over the real dice
+# or tiles; docs/stochastic.md).
+CHANCE_AGENTS = ("stochastic_muzero", "muzero", "alphazero")
 BACKGAMMON_OPPONENTS = ("random", "pipcount", "pubeval", "gnubg")  # the last two: the [backgammon] extra
 
 
@@ -511,7 +515,7 @@ def main(argv=None) -> dict:
                         help="MuZero: also evaluate each mark's checkpoint played as in training (moozi eval --sample)")
     parser.add_argument("--chance-minutes", type=float, default=60.0, help="2048, backgammon: minutes to train each agent")
     parser.add_argument("--chance-agents", default="stochastic_muzero,muzero",
-                        help="2048, backgammon: agents to train, comma-separated (stochastic_muzero, muzero)")
+                        help="2048, backgammon: agents to train, comma-separated (stochastic_muzero, muzero, alphazero)")
     parser.add_argument("--chance-episodes", type=int, default=100, help="2048: evaluation episodes per agent; backgammon: games against each opponent")
     parser.add_argument("--chance-random", action="store_true", help="2048: also a random mover on the same seeds")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
@@ -547,8 +551,8 @@ def main(argv=None) -> dict:
     if unknown := [a for a in agents if a not in known]:
         parser.error(f"--agents: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     chance_agents = [a for a in args.chance_agents.split(",") if a]
-    if unknown := [a for a in chance_agents if a not in ("stochastic_muzero", "muzero")]:
-        parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: stochastic_muzero, muzero")
+    if unknown := [a for a in chance_agents if a not in CHANCE_AGENTS]:
+        parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: {', '.join(CHANCE_AGENTS)}")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     # Checked before anything trains: a bad mark should not wait for the games before it.

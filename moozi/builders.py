@@ -49,6 +49,10 @@ def env_options(config: Config) -> dict:
         if not resolve_game_name(config.game).startswith("pgx:go_"):
             raise MooziError(f"env.go_features is for pgx's go (go9 in AlphaZero mode); {config.game} is not")
         options["go_features"] = True
+    if config.env.backgammon_features:
+        if resolve_game_name(config.game) != "pgx:backgammon":
+            raise MooziError(f"env.backgammon_features is for pgx's backgammon; {config.game} is not")
+        options["backgammon_features"] = True
     return options
 
 

@@ -32,6 +32,9 @@ class EnvConfig:
     # pgx's go: liberty (1, 2, >= 3 per colour, so atari too) and ko planes beside the stones
     # (moozi/envs/go_features.py).
     go_features: bool = False
+    # pgx's backgammon: TD-Gammon's per-point encoding of the board, bars, trays and pip counts beside
+    # pgx's raw counts (moozi/envs/backgammon_features.py).
+    backgammon_features: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,6 +45,8 @@ _MINATAR_OPTIONS = ("sticky_action_prob",)  # passed to pgx's MinAtar env classe
 # the real game the agent plays (an OpenSpiel go through its pgx twin, moozi/play/openspiel_bot.py);
 # `go_features` adds liberty, atari and ko planes to the observation (moozi/envs/go_features.py).
 _GO_OPTIONS = ("komi", "max_terminal_steps", "go_features")
+# `backgammon_features` adds TD-Gammon's encoding of the board (moozi/envs/backgammon_features.py).
+_BACKGAMMON_OPTIONS = ("backgammon_features",)
 _TURNS_REPEAT = {"backgammon"}  # a turn is one step per die, all of the same player
 
 
@@ -71,11 +73,13 @@ def make(game: str, **options) -> "PgxEnv":
         hint = f"did you mean {', '.join(PREFIX + c for c in close)}?" if close else "see `moozi games`"
         raise UnknownGameError(f"unknown pgx game {game!r}: {hint}")
     is_go = env_id.startswith("go_")
-    allowed = _MINATAR_OPTIONS if env_id.startswith("minatar-") else _GO_OPTIONS if is_go else ()
+    allowed = (_MINATAR_OPTIONS if env_id.startswith("minatar-") else _GO_OPTIONS if is_go
+               else _BACKGAMMON_OPTIONS if env_id == "backgammon" else ())
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise MooziError(f"pgx:{env_id} does not take option(s) {', '.join(unknown)}; allowed: {', '.join(allowed) or 'none'}")
     go_features = bool(options.pop("go_features", False))
+    backgammon_features = bool(options.pop("backgammon_features", False))
     env = pgx.make(env_id)
     if is_go:
         # pgx's Go takes its size from the id; komi and length are rebuilt only when given.
@@ -89,7 +93,7 @@ def make(game: str, **options) -> "PgxEnv":
         env = type(env)(**options)
     if env.num_players > 2:
         raise UnsupportedGameError(f"pgx:{env_id} has {env.num_players} players; moozi plays one- and two-player games only")
-    return PgxEnv(env, PREFIX + env_id, go_features=go_features)
+    return PgxEnv(env, PREFIX + env_id, go_features=go_features, backgammon_features=backgammon_features)
 
 
 def _as_image(obs) -> jax.Array:
@@ -105,10 +109,11 @@ def _as_image(obs) -> jax.Array:
 class PgxEnv:
     """A pgx game as a `JaxEnv`. Build it with `make`."""
 
-    def __init__(self, env: Any, name: str, go_features: bool = False):
+    def __init__(self, env: Any, name: str, go_features: bool = False, backgammon_features: bool = False):
         self._env = env
         self._go_size = int(env._game.size) if name.removeprefix(PREFIX).startswith("go_") else None
         self._go_features = go_features
+        self._backgammon_features = backgammon_features
         probe = env.init(jax.random.PRNGKey(0))
         self._num_env_actions = int(probe.legal_action_mask.shape[0])
         territory = None
@@ -135,6 +140,10 @@ class PgxEnv:
             from moozi.envs.go_features import go_feature_planes
 
             obs = jnp.concatenate([obs, go_feature_planes(state._x, self._go_size)], axis=-1)
+        if self._backgammon_features:
+            from moozi.envs.backgammon_features import backgammon_features
+
+            obs = jnp.concatenate([obs, backgammon_features(state._board)[None, None, :]], axis=-1)
         return obs
 
     def _output(self, state, reward, is_first) -> StepOutput:
