@@ -399,13 +399,14 @@ def _return_row(result) -> dict:
     return row
 
 
-def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.Path, episodes: int) -> dict:
+def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.Path, episodes: int,
+                opponent_games: dict | None = None) -> dict:
     """Trains the game's preset with `agent` (stochastic_muzero, the preset's, or muzero: the deterministic
     model, every other key the same) for `minutes`; the checkpoint `load_agent` plays (the best by the
     in-training tests), searching with the run's play-time simulations, then plays `episodes` games.
     2048: episodes on env seeds seed*1000 + i: mean score, 95% intervals, largest tiles and their shares.
     backgammon: against each of BACKGAMMON_OPPONENTS, both seats: wins, draws, losses, Wilson intervals,
-    points per game."""
+    points per game; `opponent_games` gives an opponent its own number of games (else `episodes`)."""
     from moozi.play import load_agent
     from moozi.evaluation.matches import evaluate, print_episode_progress
 
@@ -422,7 +423,7 @@ def chance_game(game: str, agent: str, seed: int, minutes: float, work: pathlib.
            "matmul_gflops_at_evaluation": matmul_gflops(), **run_config(run_dir)}
     if game == "backgammon":
         for opponent in BACKGAMMON_OPPONENTS:
-            result = evaluate(player, game, opponent, episodes, seed=seed * 1000)
+            result = evaluate(player, game, opponent, (opponent_games or {}).get(opponent, episodes), seed=seed * 1000)
             row["simulations"] = result.simulations
             row[opponent] = {"win_rate": result.win_rate, "win_rate_ci": result.win_rate_ci, "wins": result.wins,
                              "draws": result.draws, "losses": result.losses, "games": result.games,
@@ -517,6 +518,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--chance-agents", default="stochastic_muzero,muzero",
                         help="2048, backgammon: agents to train, comma-separated (stochastic_muzero, muzero, alphazero)")
     parser.add_argument("--chance-episodes", type=int, default=100, help="2048: evaluation episodes per agent; backgammon: games against each opponent")
+    parser.add_argument("--backgammon-games", default="",
+                        help="backgammon: games against an opponent other than --chance-episodes, e.g. pubeval:200 "
+                        f"(comma-separated; opponents: {', '.join(BACKGAMMON_OPPONENTS)})")
     parser.add_argument("--chance-random", action="store_true", help="2048: also a random mover on the same seeds")
     parser.add_argument("--agents", default="muzero", help="comma-separated: muzero (the presets), ppo, impala "
                         "(MinAtar games only, on their gymnax twins, the jitted Anakin loop), ppo-host, "
@@ -551,6 +555,13 @@ def main(argv=None) -> dict:
     if unknown := [a for a in agents if a not in known]:
         parser.error(f"--agents: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     chance_agents = [a for a in args.chance_agents.split(",") if a]
+    backgammon_games = {}
+    for item in (i for i in args.backgammon_games.split(",") if i):
+        opponent, _, count = item.partition(":")
+        if opponent not in BACKGAMMON_OPPONENTS or not count.isdigit() or int(count) < 1:
+            parser.error(f"--backgammon-games: {item!r} is not OPPONENT:GAMES with OPPONENT one of "
+                         f"{', '.join(BACKGAMMON_OPPONENTS)} and GAMES a positive integer")
+        backgammon_games[opponent] = int(count)
     if unknown := [a for a in chance_agents if a not in CHANCE_AGENTS]:
         parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: {', '.join(CHANCE_AGENTS)}")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
@@ -591,7 +602,8 @@ def main(argv=None) -> dict:
         for game in (g for g in CHANCE_GAMES if g in games):
             for agent in chance_agents:
                 report.setdefault(game, []).append(
-                    chance_game(game, agent, seed, args.chance_minutes, work, args.chance_episodes))
+                    chance_game(game, agent, seed, args.chance_minutes, work, args.chance_episodes,
+                                backgammon_games))
             if args.chance_random and game == "2048":  # backgammon plays random and pipcount anyway
                 report.setdefault(f"{game}:random", []).append(
                     dict(random_mover_2048(args.chance_episodes, seed * 1000), seed=seed))
