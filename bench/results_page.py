@@ -207,11 +207,13 @@ def interval(pair, digits: int = 2) -> str:
     return f"[{pair[0]:.{digits}f}, {pair[1]:.{digits}f}]" if pair else "—"
 
 
-def pooled_wilson(results: list[dict], what: str) -> str:
-    """The 95% Wilson interval of the win rate over every game of `results` together, named as such."""
+def pooled_wilson(results: list[dict], what: str, seeds: int | None = None) -> str:
+    """The 95% Wilson interval of the win rate over every game of `results` together, named as such;
+    `seeds`: how many distinct seeds the runs have, where a seed was run more than once."""
     wins, games = sum(r["wins"] for r in results), sum(r["games"] for r in results)
     low, high = wilson_interval(wins, games)
-    pooled = f"{games} games pooled over {len(results)} seeds" if len(results) > 1 else f"{games} games"
+    over = f"{len(results)} seeds" if seeds in (None, len(results)) else f"{len(results)} runs of {seeds} seeds"
+    pooled = f"{games} games pooled over {over}" if len(results) > 1 else f"{games} games"
     return f"{what}{low:.0%}-{high:.0%} (95% Wilson, {pooled})"
 
 
@@ -680,7 +682,7 @@ def go9_section(results: Results) -> tuple[list[str], Row | None]:
     seeds = sorted({run["seed"] for run in played})
     low, high = min(run["minutes"] for run in played), max(run["minutes"] for run in played)
     row = Row("Go 9×9", "go-99", AGENT_NAMES[played[-1]["agent"]], result, str(len(seeds)),
-              pooled_wilson([run["vs_random"] for run in played], "win rate vs random "),
+              pooled_wilson([run["vs_random"] for run in played], "win rate vs random ", seeds=len(seeds)),
               num(low, 1) if num(low, 1) == num(high, 1) else f"{num(low, 1)}-{num(high, 1)}", "—")
     return lines, row
 

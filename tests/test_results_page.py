@@ -430,7 +430,7 @@ def test_the_go_row_pools_every_seed_of_today_s_preset():
     match = seed1["vs_gnugo_level1"]
     match["wins"], match["own_area"] = 3, [0] * 10 + [5] * 10
     match["margins"] = [-30.0] * 20
-    others = [(n, r) for n, r in files if "go9-alphazero-signals" not in n or n == name]  # seed 0 alone of today's
+    others = [(n, r) for n, r in files if r.get("game") != "go9" or n == name]  # seed 0 alone of today's
     _, table = results_page.build(others + [("2026-12-07-go9-alphazero-signals-seed1.json", seed1)], _published())
     row = next(line for line in table if line.startswith("| Go 9×9 |"))
     first = report["vs_gnugo_level1"]
@@ -442,3 +442,9 @@ def test_the_go_row_pools_every_seed_of_today_s_preset():
     assert f"80-0-0 in 80 games vs random; GNU Go level 1: {wins} wins in 40, own area in {area} of 40; median margin {median:+g}" in row
     assert "| 2 | win rate vs random" in row and "(95% Wilson, 80 games pooled over 2 seeds)" in row
     assert "| 59.4-60.2 |" in row
+    # A seed run twice counts once among the seeds, and the pooled interval says so.
+    _, table = results_page.build(others + [("2026-12-07-go9-alphazero-signals-seed1.json", seed1),
+                                            ("2026-12-08-go9-alphazero-seed1-again.json", copy_.deepcopy(seed1))],
+                                  _published())
+    row = next(line for line in table if line.startswith("| Go 9×9 |"))
+    assert "| 2 | win rate vs random" in row and "(95% Wilson, 120 games pooled over 3 runs of 2 seeds)" in row
