@@ -51,6 +51,7 @@ def test_bars_trays_blots_and_pip_counts():
     np.testing.assert_allclose(counters, [1.0, 0.5, 6 / 15, 4 / 15, mover_pips / 167, opponent_pips / 167], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_bridge_appends_them_and_follows_the_mover():
     plain, featured = make("pgx:backgammon"), make("pgx:backgammon", backgammon_features=True)
     assert featured.spec.obs_shape == (1, 1, plain.spec.obs_shape[-1] + NUM_FEATURES)
