@@ -555,6 +555,8 @@ def main(argv=None) -> dict:
     if unknown := [a for a in agents if a not in known]:
         parser.error(f"--agents: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     chance_agents = [a for a in args.chance_agents.split(",") if a]
+    if unknown := [a for a in chance_agents if a not in CHANCE_AGENTS]:
+        parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: {', '.join(CHANCE_AGENTS)}")
     backgammon_games = {}
     for item in (i for i in args.backgammon_games.split(",") if i):
         opponent, _, count = item.partition(":")
@@ -562,8 +564,6 @@ def main(argv=None) -> dict:
             parser.error(f"--backgammon-games: {item!r} is not OPPONENT:GAMES with OPPONENT one of "
                          f"{', '.join(BACKGAMMON_OPPONENTS)} and GAMES a positive integer")
         backgammon_games[opponent] = int(count)
-    if unknown := [a for a in chance_agents if a not in CHANCE_AGENTS]:
-        parser.error(f"--chance-agents: unknown {', '.join(unknown)}; known: {', '.join(CHANCE_AGENTS)}")
     games = ["tic_tac_toe"] if args.quick else [g for g in args.games.split(",") if g]
     ttt_minutes = 4.0 if args.quick else args.ttt_minutes
     # Checked before anything trains: a bad mark should not wait for the games before it.

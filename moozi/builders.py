@@ -35,6 +35,9 @@ from moozi.errors import MooziError
 # Options each library's bridge accepts from EnvConfig.
 _STICKY_LIBRARIES = ("minatar", "atari", "gymnax")
 _FULL_ACTION_LIBRARIES = ("minatar", "atari")
+# Input-feature options: the games (a resolved-name prefix) whose bridge computes them, and how errors name those.
+_FEATURE_GAMES = {"go_features": ("pgx:go_", "pgx's go (go9 in AlphaZero mode)"),
+                  "backgammon_features": ("pgx:backgammon", "pgx's backgammon")}
 
 
 def env_options(config: Config) -> dict:
@@ -45,14 +48,11 @@ def env_options(config: Config) -> dict:
         options["sticky_action_prob"] = config.env.sticky_action_prob
     if config.env.full_action_space and library in _FULL_ACTION_LIBRARIES:
         options["full_action_space"] = True
-    if config.env.go_features:
-        if not resolve_game_name(config.game).startswith("pgx:go_"):
-            raise MooziError(f"env.go_features is for pgx's go (go9 in AlphaZero mode); {config.game} is not")
-        options["go_features"] = True
-    if config.env.backgammon_features:
-        if resolve_game_name(config.game) != "pgx:backgammon":
-            raise MooziError(f"env.backgammon_features is for pgx's backgammon; {config.game} is not")
-        options["backgammon_features"] = True
+    for key, (prefix, games) in _FEATURE_GAMES.items():
+        if getattr(config.env, key):
+            if not resolve_game_name(config.game).startswith(prefix):
+                raise MooziError(f"env.{key} is for {games}; {config.game} is not")
+            options[key] = True
     return options
 
 
