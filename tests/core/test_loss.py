@@ -335,6 +335,25 @@ def test_entropy_bonus_term_and_gradient():
     assert float(jnp.mean(-jnp.sum(jnp.exp(log_q) * log_q, -1))) > float(jnp.mean(entropy))
 
 
+def test_fast_moves_without_a_policy_target_do_not_dilute_the_policy_diagnostics():
+    # Playout cap randomisation stores an all-zero p* for its fast moves: their cross-entropy is 0 and
+    # the policy loss weighs them 0, and the logged cross-entropies and entropy average over the other
+    # steps, so that a share of fast moves reads the same as a batch without them.
+    network, variables, batch = _setup(num_unroll=2)
+    _, aux = _loss(network, variables, batch, LossConfig())
+    fast = batch._replace(action_probs=batch.action_probs.at[2:].set(0.0))  # rows 2, 3: fast moves
+    # The same rows masked out as past the episode's end: the same network outputs (its batch
+    # statistics see all four rows either way), the same policy diagnostics.
+    masked = batch._replace(policy_mask=batch.policy_mask.at[2:].set(0.0))
+    _, aux_fast = _loss(network, variables, fast, LossConfig())
+    _, aux_masked = _loss(network, variables, masked, LossConfig())
+    for name in ("policy_ce_root", "policy_ce_unrolled", "policy_entropy_supported"):
+        np.testing.assert_allclose(aux_fast.metrics[name], aux_masked.metrics[name], rtol=1e-5, err_msg=name)
+        assert float(aux_fast.metrics[name]) > 0.0, name
+    np.testing.assert_array_equal(aux_fast.terms["policy_loss"][2:], 0.0)
+    np.testing.assert_allclose(aux_fast.terms["policy_loss"][:2], aux.terms["policy_loss"][:2], rtol=1e-5)
+
+
 def test_the_normalized_entropy_and_the_floor_by_hand():
     """Each example's entropy over its most, ln(supported actions), averaged over the counted examples;
     the floor's penalty is its coefficient times the shortfall below the floor, 0 above it."""
