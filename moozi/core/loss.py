@@ -324,14 +324,14 @@ def consistency_term(network: Network, params, batch_stats, unrolled_batch_stats
     return distances * batch.consistency_mask, new_batch_stats
 
 
-def with_policy_target(batch) -> Array:
+def _with_policy_target(batch) -> Array:
     """[B, K+1] 1 where a step has a policy target: inside the episode, and p* not all zero (playout
     cap randomisation's fast moves store none). The policy diagnostics average over these steps, so a
     share of fast moves does not dilute them."""
     return batch.policy_mask * (jnp.sum(batch.action_probs, axis=-1) > 0)
 
 
-def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll: int) -> dict:
+def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, has_policy, num_unroll: int) -> dict:
     """Plain cross-entropies per step kind and value statistics, readable against fixed floors.
 
     The weighted loss terms sum root and unrolled steps under importance weights
@@ -341,10 +341,9 @@ def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_un
     """
     root = outputs[0]
     decided = jnp.abs(targets[:, 0]) > 0.1
-    has_policy = with_policy_target(batch)
     metrics = dict(
         value_ce_root=jnp.mean(value_ce[:, 0]),
-        policy_ce_root=jnp.sum(policy_ce[:, 0]) / jnp.maximum(jnp.sum(has_policy[:, 0]), 1.0),
+        policy_ce_root=counted_mean(policy_ce[:, 0], has_policy[:, 0]),
         # Share of decided targets whose sign the root value gets right (board games: who wins).
         value_sign_accuracy=jnp.sum(decided & (jnp.sign(root.value) == jnp.sign(targets[:, 0])))
         / jnp.maximum(jnp.sum(decided), 1),
@@ -352,7 +351,7 @@ def _diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_un
     if num_unroll > 0:
         metrics.update(
             value_ce_unrolled=jnp.mean(value_ce[:, 1:]),
-            policy_ce_unrolled=jnp.sum(policy_ce[:, 1:]) / jnp.maximum(jnp.sum(has_policy[:, 1:]), 1.0),
+            policy_ce_unrolled=counted_mean(policy_ce[:, 1:], has_policy[:, 1:]),
             reward_ce=jnp.mean(reward_ce),
         )
     return metrics
@@ -431,7 +430,8 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
         priorities = jax.lax.stop_gradient(jnp.abs(root.value - targets[:, 0]))  # [B]
     root_probs = jax.nn.softmax(root.policy_logits, axis=-1)
     metrics = {name: jnp.mean(weight * term) for name, term in terms.items()}
-    metrics.update(_diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, num_unroll))
+    has_policy = _with_policy_target(batch)
+    metrics.update(_diagnostics(batch, outputs, targets, policy_ce, value_ce, reward_ce, has_policy, num_unroll))
     metrics.update(
         l2_loss=l2_loss,
         total_loss=loss,
@@ -440,7 +440,7 @@ def combine_terms(config: LossConfig, params, batch: TrainingTarget, outputs, ta
         search_value_weight=alpha,
         reward_mean=jnp.mean(jnp.stack([o.reward for o in outputs[1:]])) if num_unroll else jnp.float32(0),
         policy_entropy=jnp.mean(-jnp.sum(root_probs * jax.nn.log_softmax(root.policy_logits), axis=-1)),
-        policy_entropy_supported=jnp.sum(root_entropy) / jnp.maximum(jnp.sum(with_policy_target(batch)[:, 0]), 1.0),
+        policy_entropy_supported=counted_mean(root_entropy, has_policy[:, 0]),
         policy_entropy_fraction=entropy_fraction,
         **floor_metrics,
         priority_mean=jnp.mean(priorities),
