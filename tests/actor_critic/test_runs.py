@@ -53,6 +53,7 @@ def test_anakin_ppo_run_resumes_exactly(tmp_path):
     assert len(result.returns) == 2 and all(1 <= r <= 30 for r in result.returns)
 
 
+@pytest.mark.slow
 def test_host_impala_run_tests_checkpoints_and_evaluates(tmp_path):
     """The host loop (gymnasium CartPole over a VectorEnv): metrics, a best checkpoint, and a loaded agent
     that `moozi eval` plays with capped episodes."""

@@ -47,6 +47,7 @@ def step(obs_value, is_first, is_last):
     )
 
 
+@pytest.mark.slow
 def test_act_shapes_history_and_terminal():
     act = act_fn()
     history = init_history(BATCH, HISTORY, SPEC.obs_shape)

@@ -121,6 +121,7 @@ class LossTest(parameterized.TestCase):
         entropy = -jnp.sum(jnp.where(two_hot > 0, two_hot * jnp.log(two_hot), 0.0), axis=(1, 2))
         assert bool(jnp.all(aux.terms["reward_loss"] >= entropy - 1e-5))
 
+    @pytest.mark.slow
     def test_importance_weight_scales_per_example_loss(self):
         network, variables, batch = _setup()
         config = LossConfig()
@@ -218,6 +219,7 @@ class LossTest(parameterized.TestCase):
         with pytest.raises(MooziError, match="loss.priority"):
             LossConfig(priority="unrolled")
 
+    @pytest.mark.slow
     def test_target_network_bootstrap_needs_observations(self):
         network, variables, batch = _setup()
         with pytest.raises(MooziError):
@@ -270,6 +272,7 @@ def test_cosine_distance_gradient_is_finite_for_zero_vectors():
 
 
 @pytest.mark.parametrize("update,alpha", [(0, 0.8), (50, 0.5), (100, 0.2), (400, 0.2)])
+@pytest.mark.slow
 def test_value_target_mixes_search_value_by_schedule(update, alpha):
     from moozi.core.loss import search_value_weight
 

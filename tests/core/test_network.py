@@ -402,6 +402,7 @@ def test_board_taps_mark_the_taps_that_read_the_board():
 
 
 @pytest.mark.parametrize("height, width, frames, constant", [(9, 9, 24, 83), (6, 7, 2, 8), (3, 3, 4, 10)])
+@pytest.mark.slow
 def test_constant_planes_conv_is_the_convolution_with_the_same_kernel(height, width, frames, constant):
     # The history's action planes are one value over the board (moozi/core/history.py): their part of
     # the first convolution comes from one cell each and the board's tap mask. Same parameter (name,

@@ -94,11 +94,13 @@ class PlannerBanditTest(chex.TestCase):
         np.testing.assert_array_equal(np.argmax(out.action_probs, -1), [3] * BATCH)
         np.testing.assert_array_equal(out.action_probs[:, 0], 0.0)
 
+    @pytest.mark.slow
     def test_gumbel_with_noise_improved_policy_prefers_best_arm(self):
         _, out = plan_with(GUMBEL_EXPLORING, bandit_variables(BANDIT_REWARDS), 2, legal_without_dummy())
         # p* = softmax(logits + sigma(completed q)) does not depend on the Gumbel draw once all arms are visited.
         np.testing.assert_array_equal(np.argmax(out.action_probs, -1), [3] * BATCH)
 
+    @pytest.mark.slow
     def test_muzero_temperature_one_samples_from_visits(self):
         actions = []
         for seed in range(8):
@@ -265,6 +267,7 @@ class DummyActionTest(chex.TestCase):
             np.testing.assert_array_equal(np.asarray(tree.children_rewards[b])[under], 0.0)
             np.testing.assert_array_equal(np.asarray(tree.embeddings.absorbing[b]), under)
 
+    @pytest.mark.slow
     def test_without_absorbing_dummy_would_look_best(self):
         legal = jnp.ones((BATCH, NUM_ACTIONS), bool)
         out, _ = plan_with(GREEDY, self._trap_variables(), 0, legal, absorbing=False)
@@ -299,6 +302,7 @@ class TwoPlayerTest(chex.TestCase):
             assert np.all(q[:, 2] < -0.1), (config.search_policy, q)
             np.testing.assert_allclose(q[:, 1], 0.0, atol=1e-6)
 
+    @pytest.mark.slow
     def test_positive_discount_would_misread_the_blunder(self):
         out, _ = plan_with(GREEDY, self._variables(), 0, self.LEGAL, discount=1.0)
         assert np.all(np.asarray(out.search_tree.summary().qvalues)[:, 2] > 0.5)

@@ -201,6 +201,7 @@ class TestStochasticSearch:
         assert np.all(out.root.q[:, best] > 0.0) and np.all(out.root.q[:, worse] < 0.0)
 
     @pytest.mark.parametrize("turn_logit, best", [(-30.0, 1), (30.0, 2), (None, 2)])
+    @pytest.mark.slow
     def test_a_learned_turn_sets_each_steps_sign(self, turn_logit, best):
         # sign_variables' values are from the player to move at states 2 and 3. If the model says the
         # turn stays with the mover (logit -30), +0.5 at state 2 is the mover's own: it prefers A; if the

@@ -148,6 +148,7 @@ def test_2048_split_of_an_illegal_move_on_a_full_board(env):
     assert bool(step.is_last) and float(step.reward) == -1.0 and int(next_state._board[0]) == 1
 
 
+@pytest.mark.slow
 def test_2048_split_of_a_known_move(env):
     # [2 2 4 0] slid left is [4 4 0 0] for a reward of 4; the other rows are empty.
     state = _board_state(env, [1, 1, 2, 0] + [0] * 12)

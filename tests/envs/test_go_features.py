@@ -35,6 +35,7 @@ def test_the_observation_gains_seven_planes():
     assert not obs[..., 17:].any()  # an empty board: no stones, no ko
 
 
+@pytest.mark.slow
 def test_liberties_are_counted_exactly_and_atari_marked():
     # Black (0, 0) corner stone; white plays (0, 1): the black stone has one liberty (1, 0).
     # Then black plays (4, 4) and (4, 5): a two-stone group with 6 liberties. White passes in between.

@@ -19,6 +19,7 @@ from moozi.evaluation.matches import EvalResult, evaluate
 OPENING = np.array([2, 0, 0, 0, 0, -5, 0, -3, 0, 0, 0, 5, -5, 0, 0, 0, 3, 0, 5, 0, 0, 0, 0, -2, 0, 0, 0, 0])
 
 
+@pytest.mark.slow
 def test_flip_board_is_pgx_turn_change():
     rng = np.random.default_rng(0)
     for _ in range(20):

@@ -31,6 +31,7 @@ def game():
     return env, jax.jit(env.step)
 
 
+@pytest.mark.slow
 def test_gnubg_reads_pgx_s_boards_from_either_side(game):
     assert gnubg.position_id(gnubg_board(OPENING)) == GNUBG_OPENING_ID
     for board in _random_positions(game, 30, np.random.default_rng(0)):

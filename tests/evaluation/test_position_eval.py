@@ -82,6 +82,7 @@ def test_fresh_agent_on_every_position_gives_shares_in_the_unit_interval(mz_resu
     assert mz_result.random_keeps_result["all"] == pytest.approx(baseline["all"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_batches_are_padded_and_the_padding_is_dropped():
     config = tiny_config()
     spec = env_spec(config)

@@ -38,6 +38,7 @@ def test_sampled_play_varies_where_greedy_repeats_one_move(tmp_path, search_poli
 
 
 @pytest.mark.parametrize("agent_network", ["online", "target"])
+@pytest.mark.slow
 def test_the_agent_plays_the_network_its_config_names(tmp_path, agent_network):
     # A checkpoint whose target network differs from the online one (as after a moving average):
     # `train.agent_network` decides which of the two `load_agent` (and so `moozi eval`) plays.

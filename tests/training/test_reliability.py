@@ -276,6 +276,7 @@ def test_latest_checkpoint_is_the_newest_complete_one_even_if_latest_file_lags(t
     assert latest_checkpoint(tmp_path).name == "ckpt-0000000002"
 
 
+@pytest.mark.slow
 def test_resume_before_the_first_checkpoint_starts_from_the_beginning(tmp_path):
     run_dir = tmp_path / "run"
     config = tiny_config(**{"train.max_env_steps": 2 * STEPS_PER_ITERATION})
