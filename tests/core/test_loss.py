@@ -134,6 +134,7 @@ class LossTest(parameterized.TestCase):
             aux2.metrics["total_loss"] - aux.metrics["total_loss"], aux.per_example_loss[1] / 4, rtol=1e-4
         )
 
+    @pytest.mark.slow
     def test_policy_mask_removes_policy_term(self):
         network, variables, batch = _setup(num_unroll=3)
         config = LossConfig()
@@ -338,6 +339,7 @@ def test_entropy_bonus_term_and_gradient():
     assert float(jnp.mean(-jnp.sum(jnp.exp(log_q) * log_q, -1))) > float(jnp.mean(entropy))
 
 
+@pytest.mark.slow
 def test_fast_moves_without_a_policy_target_do_not_dilute_the_policy_diagnostics():
     # Playout cap randomisation stores an all-zero p* for its fast moves: their cross-entropy is 0 and
     # the policy loss weighs them 0, and the logged cross-entropies and entropy average over the other

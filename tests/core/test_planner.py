@@ -183,6 +183,7 @@ def test_greedy_agent_with_the_completed_q_target_plays_its_best_move_not_the_mo
     np.testing.assert_array_equal(np.argmax(np.asarray(by_target.action_probs), -1), [3] * BATCH)
 
 
+@pytest.mark.slow
 def test_a_floor_below_the_spread_changes_nothing():
     # BANDIT_REWARDS spread 1.8 > 1.0: the rescaling divides by the spread either way.
     default = plan_with(GUMBEL_GREEDY, bandit_variables(BANDIT_REWARDS), 4, legal_without_dummy())[1]
@@ -193,6 +194,7 @@ def test_a_floor_below_the_spread_changes_nothing():
 
 
 class MaskingTest(chex.TestCase):
+    @pytest.mark.slow
     def test_never_picks_masked_action(self):
         for config in (EXPLORING, GUMBEL_EXPLORING):
             for seed in range(6):

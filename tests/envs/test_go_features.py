@@ -48,6 +48,7 @@ def test_liberties_are_counted_exactly_and_atari_marked():
     assert _points(obs[..., 17 + 5]) == {(4, 4), (4, 5)}
 
 
+@pytest.mark.slow
 def test_the_ko_point_is_marked_for_the_player_who_may_not_retake():
     #  . B W .        black captures the white stone at (1, 1) by playing (1, 2); white may not
     #  B W . W        retake at (1, 1) at once (ko)

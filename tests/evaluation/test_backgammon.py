@@ -46,6 +46,7 @@ def test_pip_count_score_by_hand():
     assert float(pip_count_score(jnp.asarray(safe))) == 3.0 + 25.0 - 4.0 - 8.0
 
 
+@pytest.mark.slow
 def test_the_bot_hits_a_blot_it_can_reach():
     env = pgx.make("backgammon")
     state = env.init(jax.random.key(0))
