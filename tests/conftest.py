@@ -1,15 +1,25 @@
-"""Test-session setup: no persistent compilation cache, compiled programs released before a worker
-runs out of memory mappings, and the longest tests first."""
+"""Test-session setup: no persistent compilation cache in the test processes (one of the run's own for
+the processes they start), compiled programs released before a worker runs out of memory mappings, and
+the longest tests first."""
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
 from tests.helpers.memory_maps import memory_map_limit, memory_maps, release_compiled_programs
 
 
+# The compilation cache that the processes the tests start share (Ray's workers and cluster nodes,
+# `moozi` subprocesses): one new directory per run, made by the first pytest process to configure
+# (xdist's controller) and inherited by its workers.
+SUBPROCESS_CACHE_VARIABLE = "MOOZI_TESTS_SUBPROCESS_JAX_CACHE"
+_OWNED_CACHE = pytest.StashKey[str]()
+
+
 def pytest_configure(config):
-    # No compiled program is written to or read from disk during the tests. A persistent cache
+    # No compiled program is written to or read from disk by the test processes. A persistent cache
     # shared by the run's processes made the suite about 15% shorter here, but it is one more
     # mechanism inside XLA:CPU (serializing and loading executables) whose failures kill a worker,
     # and the segmentation faults CI saw happened inside it twice before one showed the cause
@@ -23,6 +33,23 @@ def pytest_configure(config):
     import jax
 
     jax.config.update("jax_compilation_cache_dir", None)
+    # The processes the tests start do share one, read by JAX from its variable as they import it.
+    # Each Ray test starts several actors (and the cluster tests whole nodes) that compile the same
+    # tiny programs afresh, one Ray test after another; short-lived, they never come near the
+    # memory-map limit that the crashes above reached in a long-lived worker.
+    cache_dir = os.environ.get(SUBPROCESS_CACHE_VARIABLE)
+    if not cache_dir:
+        cache_dir = tempfile.mkdtemp(prefix="moozi-tests-jax-cache-")
+        os.environ[SUBPROCESS_CACHE_VARIABLE] = cache_dir
+        config.stash[_OWNED_CACHE] = cache_dir
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = cache_dir
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"  # as `moozi train` keeps its own
+
+
+def pytest_unconfigure(config):
+    owned = config.stash.get(_OWNED_CACHE, None)
+    if owned is not None:
+        shutil.rmtree(owned, ignore_errors=True)
 
 
 _MAP_LIMIT = memory_map_limit()
