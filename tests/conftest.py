@@ -23,9 +23,9 @@ def pytest_configure(config):
     # shared by the run's processes made the suite about 15% shorter here, but it is one more
     # mechanism inside XLA:CPU (serializing and loading executables) whose failures kill a worker,
     # and the segmentation faults CI saw happened inside it twice before one showed the cause
-    # (tests/helpers/memory_maps.py). `moozi` subprocesses started by the tests inherit this
-    # (MOOZI_JAX_CACHE="" turns off the CLI's cache, moozi/cli.py), and JAX's own variables are
-    # cleared so that a cache configured in the caller's shell is not used either.
+    # (tests/helpers/memory_maps.py). MOOZI_JAX_CACHE="" turns off the cache `moozi` keeps for a user
+    # (moozi/cli.py), and JAX's own variables are cleared so that a cache configured in the caller's
+    # shell is not used either.
     os.environ["MOOZI_JAX_CACHE"] = ""
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"):
